@@ -1,0 +1,18 @@
+//! Domain enums whose string forms are exactly the seed's CHECK values, and the pure
+//! rules about them.
+
+mod channel;
+mod clock;
+mod event_type;
+mod mode;
+mod outbox_status;
+mod role;
+mod stage;
+
+pub use channel::AccessChannel;
+pub use clock::now_millis;
+pub use event_type::ProgressEventType;
+pub use mode::ResearchMode;
+pub use outbox_status::OutboxStatus;
+pub use role::MemberRole;
+pub use stage::{LifecycleCommand, Stage, TransitionError};

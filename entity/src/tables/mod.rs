@@ -1,0 +1,13 @@
+//! One SeaORM entity per table. Times are epoch milliseconds (`i64`) as in the seed,
+//! except `api_key_expires_at`, which the seed makes TIMESTAMPTZ.
+
+pub mod answer_trace;
+pub mod api_key;
+pub mod knowledge_document;
+pub mod knowledge_space;
+pub mod member;
+pub mod permission_snapshot;
+pub mod research_task_job;
+pub mod research_task_outbox;
+pub mod research_task_partial_result;
+pub mod research_task_progress_event;

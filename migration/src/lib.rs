@@ -1,0 +1,33 @@
+//! The schema, as sea-orm-migration migrations. PostgreSQL is the production database and
+//! must match the user's seed (migration 0015) exactly; SQLite gets an equivalent schema
+//! for the embedded default. Every migration runs in one transaction on both backends and
+//! is written so that replaying it (half-applied by another runner, or applied but not
+//! recorded) succeeds and ends in the same schema.
+
+pub use sea_orm_migration::prelude::*;
+
+mod columns;
+mod m0001_knowledge_spaces;
+mod m0002_credentials_and_grants;
+mod m0003_answer_traces;
+mod m0004_knowledge_documents;
+mod m0015_research_task_jobs;
+mod m0016_answer_trace_task_link;
+mod raw;
+
+/// The ordered list of migrations.
+pub struct Migrator;
+
+#[async_trait::async_trait]
+impl MigratorTrait for Migrator {
+    fn migrations() -> Vec<Box<dyn MigrationTrait>> {
+        vec![
+            Box::new(m0001_knowledge_spaces::Migration),
+            Box::new(m0002_credentials_and_grants::Migration),
+            Box::new(m0003_answer_traces::Migration),
+            Box::new(m0004_knowledge_documents::Migration),
+            Box::new(m0015_research_task_jobs::Migration),
+            Box::new(m0016_answer_trace_task_link::Migration),
+        ]
+    }
+}
