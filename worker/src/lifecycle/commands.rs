@@ -1,0 +1,140 @@
+//! The commands a task's owner gives through the API: cancel, pause, resume. Each locks the
+//! row, checks the caller's scope, `expectedRowVersion` and the stage rule, and writes the
+//! new stage, its progress event and its outbox change in one transaction. Cancel and pause
+//! clear the lease, which fences the running worker out.
+use entity::{
+    LifecycleCommand, OutboxStatus, ProgressEventType, now_millis, research_task_job as job,
+};
+use sea_orm::{ActiveModelTrait, ActiveValue::Set, DatabaseConnection, IntoActiveModel};
+use serde_json::json;
+use uuid::Uuid;
+
+use super::{LifecycleError, append_progress_event, delivery, lock_job, touch};
+use crate::db::begin_write;
+use crate::notify::{Notifier, TaskSignal, notify_in_transaction};
+
+/// A task as its caller names it: only the subject that created the task, in its own
+/// tenant, may act on it; anyone else gets `NotFound`.
+#[derive(Debug, Clone)]
+pub struct TaskRef {
+    /// The task's id.
+    pub id: Uuid,
+    /// The caller's tenant.
+    pub tenant_id: String,
+    /// The caller's subject.
+    pub subject_id: String,
+    /// The row version the caller last saw, if it wants the command to be conditional.
+    pub expected_row_version: Option<i32>,
+}
+
+/// Cancels the task for good.
+pub async fn cancel(db: &DatabaseConnection, notifier: &Notifier, task: &TaskRef) -> Result<job::Model, LifecycleError> {
+    apply(db, notifier, task, LifecycleCommand::Cancel, None).await
+}
+
+/// Pauses the task; with `resume_after` (epoch ms) a worker resumes it by itself then.
+pub async fn pause(
+    db: &DatabaseConnection,
+    notifier: &Notifier,
+    task: &TaskRef,
+    resume_after: Option<i64>,
+) -> Result<job::Model, LifecycleError> {
+    apply(db, notifier, task, LifecycleCommand::Pause, resume_after).await
+}
+
+/// Resumes a paused task where it stopped, with a new outbox delivery.
+pub async fn resume(db: &DatabaseConnection, notifier: &Notifier, task: &TaskRef) -> Result<job::Model, LifecycleError> {
+    apply(db, notifier, task, LifecycleCommand::Resume, None).await
+}
+
+async fn apply(
+    db: &DatabaseConnection,
+    notifier: &Notifier,
+    task: &TaskRef,
+    command: LifecycleCommand,
+    resume_after: Option<i64>,
+) -> Result<job::Model, LifecycleError> {
+    let txn = begin_write(db).await?;
+    let current = lock_job(&txn, task.id)
+        .await?
+        .filter(|row| row.tenant_id == task.tenant_id && row.subject_id == task.subject_id)
+        .ok_or(LifecycleError::NotFound)?;
+    if let Some(expected) = task.expected_row_version
+        && expected != current.row_version
+    {
+        return Err(LifecycleError::StaleRowVersion { expected, actual: current.row_version });
+    }
+    let target = current
+        .stage
+        .apply(command, current.paused_from_stage)
+        .map_err(|refused| LifecycleError::NotAllowed { command: command_name(command), current: refused.current })?;
+
+    let now = now_millis();
+    let mut row = current.clone().into_active_model();
+    touch(&current, &mut row);
+    row.stage = Set(target);
+    // Whatever the command, the running worker (if any) loses its lease: it is fenced out
+    // and stops at its next write.
+    row.worker_id = Set(None);
+    row.lease_token = Set(None);
+    row.lease_expires_at = Set(None);
+    let (event_type, outbox_change) = match command {
+        LifecycleCommand::Cancel => {
+            row.completed_at = Set(Some(now));
+            row.resume_after = Set(None);
+            (ProgressEventType::Canceled, Some(OutboxStatus::Canceled))
+        }
+        LifecycleCommand::Pause => {
+            row.paused_from_stage = Set(Some(current.stage));
+            row.paused_at = Set(Some(now));
+            row.resume_after = Set(resume_after);
+            (ProgressEventType::Paused, Some(OutboxStatus::Canceled))
+        }
+        LifecycleCommand::Resume => {
+            row.paused_from_stage = Set(None);
+            row.paused_at = Set(None);
+            row.resume_after = Set(None);
+            row.retry_at = Set(None);
+            (ProgressEventType::Resumed, None)
+        }
+    };
+    let updated = row.update(&txn).await?;
+    if let Some(status) = outbox_change {
+        delivery::close_open(&txn, updated.id, status).await?;
+    } else {
+        delivery::enqueue(&txn, &updated).await?;
+    }
+    let key = format!("{}:{}", event_name(event_type), updated.row_version);
+    let payload = json!({ "from_stage": current.stage, "resume_after": resume_after });
+    let sequence = append_progress_event(&txn, &updated, event_type, target, &key, payload).await?;
+    let signal = TaskSignal {
+        task_id: updated.id,
+        progress_sequence: Some(sequence),
+        partial_sequence: None,
+        work_available: command == LifecycleCommand::Resume,
+    };
+    notify_in_transaction(&txn, &signal).await?;
+    txn.commit().await?;
+    notifier.publish(signal);
+    Ok(updated)
+}
+
+fn command_name(command: LifecycleCommand) -> &'static str {
+    match command {
+        LifecycleCommand::Cancel => "cancel",
+        LifecycleCommand::Pause => "pause",
+        LifecycleCommand::Resume => "resume",
+    }
+}
+
+fn event_name(event_type: ProgressEventType) -> &'static str {
+    match event_type {
+        ProgressEventType::Started => "started",
+        ProgressEventType::StageChanged => "stage_changed",
+        ProgressEventType::Paused => "paused",
+        ProgressEventType::Resumed => "resumed",
+        ProgressEventType::Canceled => "canceled",
+        ProgressEventType::Failed => "failed",
+    }
+}
+

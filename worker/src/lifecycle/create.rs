@@ -1,0 +1,138 @@
+//! Creating a task: the job, the grant it runs under and its first outbox delivery, in one
+//! transaction, idempotent on the client's key.
+use entity::{ResearchMode, Stage, now_millis, research_task_job as job};
+use sea_orm::{ActiveValue::Set, DatabaseConnection, EntityTrait};
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::{LifecycleError, delivery};
+use crate::db::begin_write;
+use crate::grant::{self, GrantRequest};
+use crate::notify::{Notifier, TaskSignal, notify_in_transaction};
+
+/// Everything needed to create a task; validated by the caller.
+#[derive(Debug, Clone)]
+pub struct NewTask {
+    /// Who asks, in which space, through which credential.
+    pub grant: GrantRequest,
+    /// The question.
+    pub query: String,
+    /// How hard to work.
+    pub mode: Option<ResearchMode>,
+    /// How much evidence to keep.
+    pub top_k: Option<i32>,
+    /// The most it may spend.
+    pub budget_usd: Option<f64>,
+    /// Limits, a JSON object.
+    pub limits: Value,
+    /// Client data, a JSON object.
+    pub metadata: Value,
+    /// The client's idempotency key, if it sent one.
+    pub idempotency_key: Option<String>,
+    /// Claims allowed before the task fails.
+    pub max_execution_attempts: i32,
+}
+
+/// A created (or, for a repeated idempotency key, the earlier) task.
+#[derive(Debug, Clone)]
+pub struct Created {
+    /// The task.
+    pub task: job::Model,
+    /// True when the idempotency key named a task created earlier.
+    pub replayed: bool,
+}
+
+/// The namespace for ids derived from idempotency keys.
+const IDEMPOTENCY_NAMESPACE: Uuid = Uuid::from_u128(0x6b66_7372_6573_6561_7263_685f_7461_736b);
+
+/// The task id a client's idempotency key stands for: derived from the tenant, space,
+/// subject and key, so the same key from another subject names another task.
+fn derived_id(grant: &GrantRequest, key: &str) -> Uuid {
+    let name = format!("{}\u{0}{}\u{0}{}\u{0}{}", grant.tenant_id, grant.knowledge_space_id, grant.subject_id, key);
+    Uuid::new_v5(&IDEMPOTENCY_NAMESPACE, name.as_bytes())
+}
+
+/// Creates the task, or returns the one its idempotency key already created.
+pub async fn create(db: &DatabaseConnection, notifier: &Notifier, input: NewTask) -> Result<Created, LifecycleError> {
+    let id = match &input.idempotency_key {
+        Some(key) => derived_id(&input.grant, key),
+        None => Uuid::now_v7(),
+    };
+    if let Some(existing) = job::Entity::find_by_id(id).one(db).await? {
+        return replay(existing, &input);
+    }
+    match insert(db, id, &input).await {
+        Ok(task) => {
+            notifier.publish(TaskSignal { task_id: task.id, progress_sequence: None, partial_sequence: None, work_available: true });
+            Ok(Created { task, replayed: false })
+        }
+        // Two requests with one key raced; the loser answers with the winner's task.
+        Err(error) if input.idempotency_key.is_some() => match job::Entity::find_by_id(id).one(db).await? {
+            Some(existing) => replay(existing, &input),
+            None => Err(error),
+        },
+        Err(error) => Err(error),
+    }
+}
+
+/// The earlier task for a repeated key, if the input matches what created it.
+fn replay(existing: job::Model, input: &NewTask) -> Result<Created, LifecycleError> {
+    let same = existing.query == input.query
+        && existing.mode == input.mode
+        && existing.top_k == input.top_k
+        && existing.budget_usd == input.budget_usd
+        && existing.limits == input.limits
+        && existing.metadata == input.metadata;
+    if same {
+        Ok(Created { task: existing, replayed: true })
+    } else {
+        Err(LifecycleError::IdempotencyMismatch)
+    }
+}
+
+/// Writes the snapshot, job and first delivery in one transaction.
+async fn insert(db: &DatabaseConnection, id: Uuid, input: &NewTask) -> Result<job::Model, LifecycleError> {
+    let txn = begin_write(db).await?;
+    let snapshot = grant::issue(&txn, &input.grant).await?;
+    let now = now_millis();
+    let row = job::ActiveModel {
+        id: Set(id),
+        tenant_id: Set(input.grant.tenant_id.clone()),
+        knowledge_space_id: Set(input.grant.knowledge_space_id),
+        subject_id: Set(input.grant.subject_id.clone()),
+        permission_snapshot_id: Set(snapshot.id),
+        permission_snapshot_revision: Set(snapshot.revision),
+        access_channel: Set(input.grant.access_channel),
+        query: Set(input.query.clone()),
+        mode: Set(input.mode),
+        top_k: Set(input.top_k),
+        budget_usd: Set(input.budget_usd),
+        limits: Set(input.limits.clone()),
+        metadata: Set(input.metadata.clone()),
+        cost: Set(serde_json::json!({})),
+        stage: Set(Stage::Queued),
+        paused_from_stage: Set(None),
+        queue_job_id: Set(None),
+        error: Set(None),
+        resume_after: Set(None),
+        paused_at: Set(None),
+        completed_at: Set(None),
+        row_version: Set(1),
+        execution_attempts: Set(0),
+        max_execution_attempts: Set(input.max_execution_attempts),
+        worker_id: Set(None),
+        lease_token: Set(None),
+        lease_expires_at: Set(None),
+        heartbeat_at: Set(None),
+        retry_at: Set(None),
+        created_at: Set(now),
+        updated_at: Set(now),
+    };
+    let task = job::Entity::insert(row).exec_with_returning(&txn).await?;
+    delivery::enqueue(&txn, &task).await?;
+    let signal = TaskSignal { task_id: task.id, progress_sequence: None, partial_sequence: None, work_available: true };
+    notify_in_transaction(&txn, &signal).await?;
+    txn.commit().await?;
+    Ok(task)
+}
+

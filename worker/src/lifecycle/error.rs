@@ -1,0 +1,37 @@
+//! What a lifecycle operation can refuse.
+use entity::Stage;
+use sea_orm::DbErr;
+
+/// A lifecycle operation's failure, in the categories callers act on.
+#[derive(Debug, thiserror::Error)]
+pub enum LifecycleError {
+    /// No such task for this caller (another subject's task answers the same).
+    #[error("research task not found")]
+    NotFound,
+    /// The caller's `expectedRowVersion` is stale.
+    #[error("row version {expected} is stale; the task is at row version {actual}")]
+    StaleRowVersion {
+        /// What the caller sent.
+        expected: i32,
+        /// What the row holds.
+        actual: i32,
+    },
+    /// The stage rule does not allow the command now.
+    #[error("{command} is not allowed while the task is {}", current.as_str())]
+    NotAllowed {
+        /// The command refused.
+        command: &'static str,
+        /// The stage the task is in.
+        current: Stage,
+    },
+    /// The client's idempotency key was used before with different input.
+    #[error("idempotency key was already used for a different task")]
+    IdempotencyMismatch,
+    /// The worker's lease is gone (expired and re-claimed, canceled or paused); it must
+    /// stop and write nothing more.
+    #[error("lease lost")]
+    LeaseLost,
+    /// The database failed.
+    #[error(transparent)]
+    Database(#[from] DbErr),
+}

@@ -1,0 +1,70 @@
+//! Wake-ups for everything that follows a task: subscribers and worker loops in this
+//! process hear them at once; other processes hear the PostgreSQL NOTIFY that the same
+//! commit sends.
+use sea_orm::{ConnectionTrait, DbErr, Statement};
+use serde::{Deserialize, Serialize};
+use tokio::sync::broadcast;
+use uuid::Uuid;
+
+/// The PostgreSQL channel every process listens on.
+pub const CHANNEL: &str = "kfs_research_task";
+
+/// What changed for one task. Carries ids and sequences only, never content, so a NOTIFY
+/// payload stays far under PostgreSQL's 8000-byte limit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskSignal {
+    /// The task.
+    pub task_id: Uuid,
+    /// The newest progress sequence this commit wrote, if any.
+    pub progress_sequence: Option<i32>,
+    /// The newest partial-result sequence this commit wrote, if any.
+    pub partial_sequence: Option<i32>,
+    /// Whether a worker may now have work (a new delivery or a freed lease).
+    pub work_available: bool,
+}
+
+/// In-process fan-out of task signals. Cloning shares the channel.
+#[derive(Clone)]
+pub struct Notifier {
+    sender: broadcast::Sender<TaskSignal>,
+}
+
+impl Default for Notifier {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Notifier {
+    /// A notifier with room for bursts; a receiver that lags re-reads from the database.
+    pub fn new() -> Self {
+        let (sender, _) = broadcast::channel(4096);
+        Self { sender }
+    }
+
+    /// Follows every signal from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<TaskSignal> {
+        self.sender.subscribe()
+    }
+
+    /// Tells this process's listeners; call only after the commit that made the change.
+    pub fn publish(&self, signal: TaskSignal) {
+        // No receiver is fine: nobody is following that task right now.
+        let _ = self.sender.send(signal);
+    }
+}
+
+/// Queues a PostgreSQL NOTIFY inside the transaction, delivered at commit (never before,
+/// never when it rolls back). One per commit: callers send one signal per transaction.
+pub async fn notify_in_transaction<C: ConnectionTrait>(txn: &C, signal: &TaskSignal) -> Result<(), DbErr> {
+    if txn.get_database_backend() != sea_orm::DatabaseBackend::Postgres {
+        return Ok(());
+    }
+    let payload = serde_json::to_string(signal).map_err(|error| DbErr::Custom(error.to_string()))?;
+    let statement = Statement::from_sql_and_values(
+        sea_orm::DatabaseBackend::Postgres,
+        "SELECT pg_notify($1, $2)",
+        [CHANNEL.into(), payload.into()],
+    );
+    txn.execute_raw(statement).await.map(|_| ())
+}
