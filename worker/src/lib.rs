@@ -1,11 +1,17 @@
 //! The worker: the task lifecycle (the only writer of `research_task_*` rows), the grant
-//! check, and (in their own modules) the lease loop, outbox loop and research pipeline.
+//! check, the lease loop, the outbox loop and the research pipeline.
 //! See `README.md` beside this crate.
 
+pub mod config;
 pub mod db;
+pub mod engine;
 pub mod grant;
 pub mod lifecycle;
 pub mod notify;
+pub mod outbox;
+pub mod pipeline;
+pub mod runtime;
 
+pub use config::WorkerSettings;
 pub use lifecycle::LifecycleError;
 pub use notify::{Notifier, TaskSignal};

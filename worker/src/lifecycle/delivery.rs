@@ -4,7 +4,7 @@ use entity::{
 };
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QuerySelect,
-    sea_query::Expr,
+    sea_query::{Expr, ExprTrait},
 };
 use uuid::Uuid;
 
@@ -75,4 +75,121 @@ pub async fn close_open<C: ConnectionTrait>(txn: &C, job_id: Uuid, status: Outbo
         .exec(txn)
         .await?;
     Ok(result.rows_affected)
+}
+
+/// Marks the job's open delivery `leased`: a worker picked the job up, so the outbox loop
+/// need not publish it (again). The publisher's lock is cleared, which fences out an
+/// outbox loop that is publishing it right now.
+pub async fn mark_leased<C: ConnectionTrait>(txn: &C, job_id: Uuid) -> Result<u64, DbErr> {
+    let open = [OutboxStatus::Pending, OutboxStatus::Dispatching, OutboxStatus::Dispatched];
+    let result = outbox::Entity::update_many()
+        .col_expr(outbox::Column::Status, Expr::value(OutboxStatus::Leased))
+        .col_expr(outbox::Column::LockToken, Expr::value(Option::<Uuid>::None))
+        .col_expr(outbox::Column::LockedBy, Expr::value(Option::<String>::None))
+        .col_expr(outbox::Column::LockedUntil, Expr::value(Option::<i64>::None))
+        .col_expr(outbox::Column::UpdatedAt, Expr::value(now_millis()))
+        .filter(outbox::Column::ResearchTaskJobId.eq(job_id))
+        .filter(outbox::Column::Status.is_in(open))
+        .exec(txn)
+        .await?;
+    Ok(result.rows_affected)
+}
+
+/// Locks up to `batch` deliveries due for publishing for this outbox loop, in one short
+/// transaction: pending ones whose `available_at` passed, and dispatching ones whose
+/// publisher's lock lapsed (it crashed mid-publish). Other loops skip locked rows.
+pub async fn lock_due(
+    db: &sea_orm::DatabaseConnection,
+    locked_by: &str,
+    lock_ms: i64,
+    batch: u64,
+    now: i64,
+) -> Result<Vec<outbox::Model>, DbErr> {
+    use sea_orm::{ActiveModelTrait, Condition, IntoActiveModel, QueryOrder};
+    use sea_orm::sea_query::{LockBehavior, LockType};
+    let txn = crate::db::begin_write(db).await?;
+    let pending = Condition::all()
+        .add(outbox::Column::Status.eq(OutboxStatus::Pending))
+        .add(outbox::Column::AvailableAt.lte(now));
+    let abandoned = Condition::all()
+        .add(outbox::Column::Status.eq(OutboxStatus::Dispatching))
+        .add(outbox::Column::LockedUntil.lte(now));
+    let mut query = outbox::Entity::find()
+        .filter(Condition::any().add(pending).add(abandoned))
+        .order_by_asc(outbox::Column::AvailableAt)
+        .order_by_asc(outbox::Column::Id)
+        .limit(batch);
+    if crate::db::is_postgres(txn.get_database_backend()) {
+        query = query.lock_with_behavior(LockType::Update, LockBehavior::SkipLocked);
+    }
+    let due = query.all(&txn).await?;
+    let mut locked = Vec::with_capacity(due.len());
+    for row in due {
+        let mut active = row.into_active_model();
+        active.status = Set(OutboxStatus::Dispatching);
+        active.lock_token = Set(Some(Uuid::new_v4()));
+        active.locked_by = Set(Some(locked_by.to_owned()));
+        active.locked_until = Set(Some(now + lock_ms));
+        active.updated_at = Set(now);
+        locked.push(active.update(&txn).await?);
+    }
+    txn.commit().await?;
+    Ok(locked)
+}
+
+/// Records a published delivery: the job's `queue_job_id`, then the row `dispatched`
+/// with its lock cleared. The job is written first so that locks are always taken job
+/// first, outbox second (as claims and commands do), which rules out deadlocks. Returns
+/// false when this loop's lock was lost (a worker leased the job meanwhile).
+pub async fn record_published<C: ConnectionTrait>(txn: &C, row: &outbox::Model, queue_job_id: &str, now: i64) -> Result<bool, DbErr> {
+    research_task_job::Entity::update_many()
+        .col_expr(research_task_job::Column::QueueJobId, Expr::value(queue_job_id))
+        .col_expr(research_task_job::Column::RowVersion, Expr::col(research_task_job::Column::RowVersion).add(1))
+        .col_expr(research_task_job::Column::UpdatedAt, Expr::value(now))
+        .filter(research_task_job::Column::Id.eq(row.research_task_job_id))
+        .exec(txn)
+        .await?;
+    let result = outbox::Entity::update_many()
+        .col_expr(outbox::Column::Status, Expr::value(OutboxStatus::Dispatched))
+        .col_expr(outbox::Column::QueueJobId, Expr::value(queue_job_id))
+        .col_expr(outbox::Column::DeliveredAt, Expr::value(now))
+        .col_expr(outbox::Column::DispatchAttempts, Expr::value(row.dispatch_attempts + 1))
+        .col_expr(outbox::Column::LastError, Expr::value(Option::<String>::None))
+        .col_expr(outbox::Column::LockToken, Expr::value(Option::<Uuid>::None))
+        .col_expr(outbox::Column::LockedBy, Expr::value(Option::<String>::None))
+        .col_expr(outbox::Column::LockedUntil, Expr::value(Option::<i64>::None))
+        .col_expr(outbox::Column::UpdatedAt, Expr::value(now))
+        .filter(outbox::Column::Id.eq(row.id))
+        .filter(outbox::Column::LockToken.eq(row.lock_token))
+        .exec(txn)
+        .await?;
+    Ok(result.rows_affected == 1)
+}
+
+/// Records a failed publish: back to `pending` after `retry_in_ms`, or `dead` once
+/// `max_attempts` are used. Returns the status written, or None when the lock was lost.
+pub async fn record_failed<C: ConnectionTrait>(
+    txn: &C,
+    row: &outbox::Model,
+    error: &str,
+    max_attempts: i32,
+    retry_in_ms: i64,
+    now: i64,
+) -> Result<Option<OutboxStatus>, DbErr> {
+    let attempts = row.dispatch_attempts + 1;
+    let status = if attempts >= max_attempts { OutboxStatus::Dead } else { OutboxStatus::Pending };
+    let result = outbox::Entity::update_many()
+        .col_expr(outbox::Column::Status, Expr::value(status))
+        .col_expr(outbox::Column::DispatchAttempts, Expr::value(attempts))
+        .col_expr(outbox::Column::LastError, Expr::value(error))
+        .col_expr(outbox::Column::AvailableAt, Expr::value(now + retry_in_ms))
+        .col_expr(outbox::Column::LockToken, Expr::value(Option::<Uuid>::None))
+        .col_expr(outbox::Column::LockedBy, Expr::value(Option::<String>::None))
+        .col_expr(outbox::Column::LockedUntil, Expr::value(Option::<i64>::None))
+        .col_expr(outbox::Column::UpdatedAt, Expr::value(now))
+        .filter(outbox::Column::Id.eq(row.id))
+        .filter(outbox::Column::LockToken.eq(row.lock_token))
+        .exec(txn)
+        .await?;
+    Ok((result.rows_affected == 1).then_some(status))
 }

@@ -10,10 +10,15 @@ mod create;
 pub mod delivery;
 mod error;
 mod journal;
+mod lease;
 mod row;
 
 pub use commands::{TaskRef, cancel, pause, resume};
 pub use create::{Created, NewTask, create};
 pub use error::LifecycleError;
 pub use journal::{append_partial_result, append_progress_event};
+pub use lease::{
+    Checkpoint, Claimed, Completion, FailOutcome, Failure, Lease, RetryPolicy, checkpoint, claim_due, complete,
+    fail_attempt, heartbeat, merge_cost, release,
+};
 pub use row::{lock_job, touch};

@@ -1,0 +1,105 @@
+//! The worker's settings: one typed struct, loaded once by the binary (or embedded in the
+//! API's settings under a `worker` key) and passed explicitly.
+use serde::Deserialize;
+
+/// Everything the lease loop, the outbox loop and the built-in engine may be tuned by.
+/// Every field has a default, so an empty `[worker]` section is a valid configuration.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct WorkerSettings {
+    /// Names this worker in `worker_id` / `locked_by`; defaults to `hostname-pid-uuid` so two
+    /// processes on one host never share it.
+    pub worker_id: String,
+    /// How long a claim lasts without a heartbeat, in milliseconds.
+    pub lease_ms: i64,
+    /// How often a running stage extends its lease, in milliseconds; well under `lease_ms`.
+    pub heartbeat_ms: u64,
+    /// The safety-net poll of both loops, in milliseconds: correctness never depends on a
+    /// wake-up arriving.
+    pub poll_interval_ms: u64,
+    /// How many jobs (or outbox rows) one loop step claims at most.
+    pub batch_size: u64,
+    /// How many jobs this worker runs at once.
+    pub max_concurrency: usize,
+    /// First retry delay after a failed attempt, in milliseconds; doubles per attempt.
+    pub retry_base_ms: i64,
+    /// The longest retry delay, in milliseconds.
+    pub retry_cap_ms: i64,
+    /// Publish attempts of one outbox row before it is dead-lettered.
+    pub outbox_max_attempts: i32,
+    /// How long an outbox loop holds a row it is publishing, in milliseconds.
+    pub outbox_lock_ms: i64,
+    /// Claims a task may use before it fails; the API stamps it on new tasks.
+    pub default_max_execution_attempts: i32,
+    /// How long a graceful shutdown waits for running stages to reach a checkpoint, in
+    /// milliseconds, before their leases are released.
+    pub shutdown_grace_ms: u64,
+    /// Whether to LISTEN on PostgreSQL for wake-ups from other processes (ignored on SQLite).
+    pub pg_listen: bool,
+    /// What the built-in engine charges, and its defaults.
+    pub engine: EngineSettings,
+}
+
+/// Prices and defaults of the built-in engine.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct EngineSettings {
+    /// US dollars per 1,000 input tokens.
+    pub input_usd_per_1k_tokens: f64,
+    /// US dollars per 1,000 output tokens.
+    pub output_usd_per_1k_tokens: f64,
+    /// Evidence kept when a task names no `top_k`.
+    pub default_top_k: usize,
+    /// Candidates fetched per sub-query from full-text search.
+    pub candidates_per_sub_query: u64,
+}
+
+impl Default for EngineSettings {
+    fn default() -> Self {
+        Self {
+            input_usd_per_1k_tokens: 0.0005,
+            output_usd_per_1k_tokens: 0.0015,
+            default_top_k: 5,
+            candidates_per_sub_query: 20,
+        }
+    }
+}
+
+impl Default for WorkerSettings {
+    fn default() -> Self {
+        Self {
+            worker_id: default_worker_id(),
+            lease_ms: 30_000,
+            heartbeat_ms: 10_000,
+            poll_interval_ms: 2_000,
+            batch_size: 8,
+            max_concurrency: 4,
+            retry_base_ms: 1_000,
+            retry_cap_ms: 60_000,
+            outbox_max_attempts: 10,
+            outbox_lock_ms: 30_000,
+            default_max_execution_attempts: 3,
+            shutdown_grace_ms: 10_000,
+            pg_listen: true,
+            engine: EngineSettings::default(),
+        }
+    }
+}
+
+impl WorkerSettings {
+    /// The retry policy of failed attempts.
+    pub fn retry_policy(&self) -> crate::lifecycle::RetryPolicy {
+        crate::lifecycle::RetryPolicy { base_ms: self.retry_base_ms, cap_ms: self.retry_cap_ms }
+    }
+}
+
+/// `hostname-pid-uuid`: readable in logs, unique across restarts and processes.
+pub fn default_worker_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|name| name.trim().to_owned())
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "worker".to_owned());
+    let unique = uuid::Uuid::new_v4().simple().to_string();
+    format!("{host}-{}-{}", std::process::id(), &unique[..8])
+}

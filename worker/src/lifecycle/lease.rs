@@ -1,0 +1,463 @@
+//! The worker's side of the lifecycle: claim, heartbeat, checkpoint, complete, fail and
+//! release. Every write after the claim is fenced by the lease token: a worker whose lease
+//! was re-claimed, canceled or paused gets [`LifecycleError::LeaseLost`] and writes nothing.
+use entity::{
+    OutboxStatus, ProgressEventType, Stage, answer_trace, now_millis, research_task_job as job,
+};
+use sea_orm::{
+    ActiveModelTrait, ActiveValue::Set, ColumnTrait, Condition, ConnectionTrait, DatabaseConnection,
+    DatabaseTransaction, EntityTrait, IntoActiveModel, QueryFilter, QueryOrder, QuerySelect,
+    sea_query::{LockBehavior, LockType},
+};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use super::{LifecycleError, append_partial_result, append_progress_event, delivery, lock_job, touch};
+use crate::db::{begin_write, is_postgres};
+use crate::notify::{Notifier, TaskSignal, notify_in_transaction};
+
+/// A held lease: what every fenced write carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    /// The job leased.
+    pub job_id: Uuid,
+    /// The fencing token; the row must still hold it for a write to land.
+    pub token: Uuid,
+    /// The worker holding it.
+    pub worker_id: String,
+}
+
+/// A job this worker now runs, as the claim left it.
+#[derive(Debug, Clone)]
+pub struct Claimed {
+    /// The job row after the claim committed.
+    pub job: job::Model,
+    /// The lease to carry on every later write.
+    pub lease: Lease,
+}
+
+/// What a stage boundary commits.
+#[derive(Debug, Clone)]
+pub struct Checkpoint {
+    /// The stage the task moves to (never `completed`: use [`complete`]).
+    pub next_stage: Stage,
+    /// Evidence bundles keyed by idempotency key; a key written before is skipped.
+    pub partial_results: Vec<(String, Value)>,
+    /// What the finished stage spent, added number by number to the job's `cost`.
+    pub cost_delta: Value,
+    /// Details for the `stage_changed` event (what the finished stage produced).
+    pub payload: Value,
+}
+
+/// The end of a task that produced an answer.
+#[derive(Debug, Clone)]
+pub struct Completion {
+    /// The extractive answer with numbered citations.
+    pub answer: String,
+    /// The cited evidence, a JSON array in citation order.
+    pub evidence: Value,
+    /// What generation spent.
+    pub cost_delta: Value,
+}
+
+/// Why an attempt failed.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    /// Kept in the job's `error`.
+    pub message: String,
+    /// Whether another attempt may succeed (a database hiccup) or not (a denied grant, a
+    /// budget spent).
+    pub retryable: bool,
+    /// What the attempt spent before failing.
+    pub cost_delta: Value,
+}
+
+/// What became of a failed attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailOutcome {
+    /// The job waits in its stage until `retry_at` (epoch ms).
+    Retrying {
+        /// When the lease loop may claim it again.
+        retry_at: i64,
+    },
+    /// The job ended in `failed`.
+    Failed,
+}
+
+/// Exponential backoff with jitter for failed attempts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// The first delay, in milliseconds.
+    pub base_ms: i64,
+    /// The longest delay, in milliseconds.
+    pub cap_ms: i64,
+}
+
+impl RetryPolicy {
+    /// The delay before attempt `attempts + 1`: `base · 2^(attempts-1)` capped, then a
+    /// random point in its upper half, so workers that failed together do not retry together.
+    pub fn delay_ms(&self, attempts: i32) -> i64 {
+        let exponent = attempts.saturating_sub(1).clamp(0, 30) as u32;
+        let ceiling = self.base_ms.max(1).saturating_mul(1_i64 << exponent).min(self.cap_ms.max(1));
+        let floor = ceiling / 2;
+        if floor >= ceiling { ceiling } else { rand::random_range(floor..=ceiling) }
+    }
+}
+
+/// Leases up to `batch` due jobs for `worker_id`: queued, or running with no live lease,
+/// with `retry_at` passed; or paused with `resume_after` passed (resumed first). A job that
+/// used all its attempts fails instead and is not returned.
+///
+/// Each job is claimed in its own transaction: a commit then carries exactly one task's
+/// events and one NOTIFY, and SQLite's write lock is held for one job at a time.
+pub async fn claim_due(
+    db: &DatabaseConnection,
+    notifier: &Notifier,
+    worker_id: &str,
+    lease_ms: i64,
+    batch: u64,
+    now: i64,
+) -> Result<Vec<Claimed>, LifecycleError> {
+    let mut claimed = Vec::new();
+    for _ in 0..batch {
+        let txn = begin_write(db).await?;
+        let Some(due) = next_due(&txn, now).await? else {
+            break;
+        };
+        let (outcome, signal) = claim_one(&txn, due, worker_id, lease_ms, now).await?;
+        notify_in_transaction(&txn, &signal).await?;
+        txn.commit().await?;
+        notifier.publish(signal);
+        if let Some(one) = outcome {
+            claimed.push(one);
+        }
+    }
+    Ok(claimed)
+}
+
+/// The oldest due job, locked; other workers skip it on PostgreSQL instead of waiting.
+async fn next_due(txn: &DatabaseTransaction, now: i64) -> Result<Option<job::Model>, LifecycleError> {
+    let lease_free = Condition::any()
+        .add(job::Column::LeaseToken.is_null())
+        .add(job::Column::LeaseExpiresAt.lte(now));
+    let retry_passed = Condition::any()
+        .add(job::Column::RetryAt.is_null())
+        .add(job::Column::RetryAt.lte(now));
+    let claimable = [Stage::Queued, Stage::Planning, Stage::Retrieving, Stage::Analyzing, Stage::Generating];
+    let runnable = Condition::all()
+        .add(job::Column::Stage.is_in(claimable))
+        .add(lease_free)
+        .add(retry_passed);
+    let waking = Condition::all()
+        .add(job::Column::Stage.eq(Stage::Paused))
+        .add(job::Column::ResumeAfter.lte(now));
+    let mut query = job::Entity::find()
+        .filter(Condition::any().add(runnable).add(waking))
+        .order_by_asc(job::Column::UpdatedAt)
+        .order_by_asc(job::Column::Id)
+        .limit(1);
+    if is_postgres(txn.get_database_backend()) {
+        query = query.lock_with_behavior(LockType::Update, LockBehavior::SkipLocked);
+    }
+    Ok(query.one(txn).await?)
+}
+
+/// Resumes (if paused), then leases or fails one due job; returns it when leased.
+async fn claim_one(
+    txn: &DatabaseTransaction,
+    mut due: job::Model,
+    worker_id: &str,
+    lease_ms: i64,
+    now: i64,
+) -> Result<(Option<Claimed>, TaskSignal), LifecycleError> {
+    let mut last_sequence = None;
+    if due.stage == Stage::Paused {
+        let (resumed, sequence) = auto_resume(txn, &due).await?;
+        due = resumed;
+        last_sequence = Some(sequence);
+    }
+    if due.execution_attempts >= due.max_execution_attempts {
+        let message = due.error.clone().unwrap_or_else(|| {
+            format!("gave up after {} execution attempts", due.execution_attempts)
+        });
+        let sequence = fail_row(txn, &due, &message, &json!({})).await?;
+        return Ok((None, signal(due.id, Some(sequence), None, false)));
+    }
+
+    let token = Uuid::new_v4();
+    let mut row = due.clone().into_active_model();
+    touch(&due, &mut row);
+    let first_claim = due.stage == Stage::Queued;
+    if first_claim {
+        row.stage = Set(Stage::Planning);
+    }
+    row.worker_id = Set(Some(worker_id.to_owned()));
+    row.lease_token = Set(Some(token));
+    row.lease_expires_at = Set(Some(now + lease_ms));
+    row.heartbeat_at = Set(Some(now));
+    row.retry_at = Set(None);
+    row.execution_attempts = Set(due.execution_attempts + 1);
+    let leased = row.update(txn).await?;
+    if first_claim {
+        let payload = json!({ "worker_id": worker_id, "attempt": leased.execution_attempts });
+        let sequence = append_progress_event(txn, &leased, ProgressEventType::Started, Stage::Planning, "started", payload).await?;
+        last_sequence = Some(sequence);
+    }
+    delivery::mark_leased(txn, leased.id).await?;
+    let lease = Lease { job_id: leased.id, token, worker_id: worker_id.to_owned() };
+    Ok((Some(Claimed { job: leased, lease }), signal(due.id, last_sequence, None, false)))
+}
+
+/// A paused job whose `resume_after` passed goes back to the stage it left, with a new
+/// delivery and a `resumed` event, as an API resume would.
+async fn auto_resume(txn: &DatabaseTransaction, paused: &job::Model) -> Result<(job::Model, i32), LifecycleError> {
+    let target = paused
+        .stage
+        .apply(entity::LifecycleCommand::Resume, paused.paused_from_stage)
+        .map_err(|refused| LifecycleError::NotAllowed { command: "resume", current: refused.current })?;
+    let mut row = paused.clone().into_active_model();
+    touch(paused, &mut row);
+    row.stage = Set(target);
+    row.paused_from_stage = Set(None);
+    row.paused_at = Set(None);
+    row.resume_after = Set(None);
+    row.retry_at = Set(None);
+    let resumed = row.update(txn).await?;
+    delivery::enqueue(txn, &resumed).await?;
+    let key = format!("resumed:{}", resumed.row_version);
+    let payload = json!({ "from_stage": Stage::Paused, "automatic": true });
+    let sequence = append_progress_event(txn, &resumed, ProgressEventType::Resumed, target, &key, payload).await?;
+    Ok((resumed, sequence))
+}
+
+/// Extends the lease while a stage runs. Lease internals only: it neither bumps
+/// `row_version` nor `updated_at`, so a client's `expectedRowVersion` is not made stale
+/// every few seconds by a change it cannot see.
+pub async fn heartbeat(db: &DatabaseConnection, lease: &Lease, lease_ms: i64) -> Result<(), LifecycleError> {
+    let now = now_millis();
+    let result = job::Entity::update_many()
+        .col_expr(job::Column::LeaseExpiresAt, now.saturating_add(lease_ms).into())
+        .col_expr(job::Column::HeartbeatAt, now.into())
+        .filter(job::Column::Id.eq(lease.job_id))
+        .filter(job::Column::LeaseToken.eq(lease.token))
+        .exec(db)
+        .await?;
+    if result.rows_affected == 1 { Ok(()) } else { Err(LifecycleError::LeaseLost) }
+}
+
+/// Commits a stage boundary in one transaction: the new stage, its `stage_changed` event,
+/// the partial results and the cost. Returns the job as committed.
+pub async fn checkpoint(
+    db: &DatabaseConnection,
+    notifier: &Notifier,
+    lease: &Lease,
+    lease_ms: i64,
+    step: Checkpoint,
+) -> Result<job::Model, LifecycleError> {
+    let txn = begin_write(db).await?;
+    let current = lock_leased(&txn, lease).await?;
+    if step.next_stage == Stage::Completed || !current.stage.may_become(step.next_stage, None) {
+        return Err(LifecycleError::NotAllowed { command: "checkpoint", current: current.stage });
+    }
+    let now = now_millis();
+    let mut row = current.clone().into_active_model();
+    touch(&current, &mut row);
+    row.stage = Set(step.next_stage);
+    row.cost = Set(merge_cost(&current.cost, &step.cost_delta));
+    // A boundary proves the worker alive: the lease runs on from here.
+    row.lease_expires_at = Set(Some(now + lease_ms));
+    row.heartbeat_at = Set(Some(now));
+    let updated = row.update(&txn).await?;
+    let mut partial_sequence = None;
+    for (key, bundle) in step.partial_results {
+        partial_sequence = Some(append_partial_result(&txn, &updated, &key, bundle).await?);
+    }
+    let key = format!("stage:{}", step.next_stage.as_str());
+    let mut payload = step.payload;
+    if let Value::Object(fields) = &mut payload {
+        fields.insert("from_stage".into(), json!(current.stage));
+    }
+    let sequence = append_progress_event(&txn, &updated, ProgressEventType::StageChanged, step.next_stage, &key, payload).await?;
+    let signal = signal(updated.id, Some(sequence), partial_sequence, false);
+    notify_in_transaction(&txn, &signal).await?;
+    txn.commit().await?;
+    notifier.publish(signal);
+    Ok(updated)
+}
+
+/// Ends the task with its answer: stage `completed`, the answer trace bound to the task's
+/// subject and grant, the delivery completed and the lease cleared, in one transaction.
+pub async fn complete(
+    db: &DatabaseConnection,
+    notifier: &Notifier,
+    lease: &Lease,
+    completion: Completion,
+) -> Result<answer_trace::Model, LifecycleError> {
+    let txn = begin_write(db).await?;
+    let current = lock_leased(&txn, lease).await?;
+    if !current.stage.may_become(Stage::Completed, None) {
+        return Err(LifecycleError::NotAllowed { command: "complete", current: current.stage });
+    }
+    let now = now_millis();
+    let mut row = current.clone().into_active_model();
+    touch(&current, &mut row);
+    clear_lease(&mut row);
+    row.stage = Set(Stage::Completed);
+    row.completed_at = Set(Some(now));
+    row.retry_at = Set(None);
+    row.error = Set(None);
+    row.cost = Set(merge_cost(&current.cost, &completion.cost_delta));
+    let updated = row.update(&txn).await?;
+    let trace = answer_trace::ActiveModel {
+        id: Set(Uuid::now_v7()),
+        tenant_id: Set(updated.tenant_id.clone()),
+        knowledge_space_id: Set(updated.knowledge_space_id),
+        research_task_id: Set(Some(updated.id)),
+        query: Set(updated.query.clone()),
+        answer: Set(completion.answer),
+        evidence: Set(completion.evidence),
+        created_at: Set(now),
+        subject_id: Set(Some(updated.subject_id.clone())),
+        permission_snapshot_id: Set(Some(updated.permission_snapshot_id)),
+        permission_snapshot_revision: Set(Some(updated.permission_snapshot_revision)),
+        access_channel: Set(Some(updated.access_channel)),
+    };
+    let trace = answer_trace::Entity::insert(trace).exec_with_returning(&txn).await?;
+    delivery::close_open(&txn, updated.id, OutboxStatus::Completed).await?;
+    let payload = json!({ "from_stage": current.stage, "answer_trace_id": trace.id, "cost": updated.cost });
+    let sequence = append_progress_event(&txn, &updated, ProgressEventType::StageChanged, Stage::Completed, "stage:completed", payload).await?;
+    let signal = signal(updated.id, Some(sequence), None, false);
+    notify_in_transaction(&txn, &signal).await?;
+    txn.commit().await?;
+    notifier.publish(signal);
+    Ok(trace)
+}
+
+/// Records a failed attempt: a retryable failure with attempts left waits until `retry_at`
+/// in its stage with the lease cleared; anything else ends in `failed` with the error kept.
+pub async fn fail_attempt(
+    db: &DatabaseConnection,
+    notifier: &Notifier,
+    lease: &Lease,
+    failure: Failure,
+    policy: RetryPolicy,
+) -> Result<FailOutcome, LifecycleError> {
+    let txn = begin_write(db).await?;
+    let current = lock_leased(&txn, lease).await?;
+    let attempts_left = current.execution_attempts < current.max_execution_attempts;
+    let (outcome, signal) = if failure.retryable && attempts_left {
+        let retry_at = now_millis() + policy.delay_ms(current.execution_attempts);
+        let mut row = current.clone().into_active_model();
+        touch(&current, &mut row);
+        clear_lease(&mut row);
+        row.retry_at = Set(Some(retry_at));
+        row.error = Set(Some(failure.message));
+        row.cost = Set(merge_cost(&current.cost, &failure.cost_delta));
+        row.update(&txn).await?;
+        (FailOutcome::Retrying { retry_at }, signal(current.id, None, None, false))
+    } else {
+        let sequence = fail_row(&txn, &current, &failure.message, &failure.cost_delta).await?;
+        (FailOutcome::Failed, signal(current.id, Some(sequence), None, false))
+    };
+    notify_in_transaction(&txn, &signal).await?;
+    txn.commit().await?;
+    notifier.publish(signal);
+    Ok(outcome)
+}
+
+/// Gives the lease back (graceful shutdown) so another worker picks the job up at once;
+/// the attempt it used is given back too, since nothing failed.
+pub async fn release(db: &DatabaseConnection, notifier: &Notifier, lease: &Lease) -> Result<(), LifecycleError> {
+    let txn = begin_write(db).await?;
+    let current = lock_leased(&txn, lease).await?;
+    let mut row = current.clone().into_active_model();
+    touch(&current, &mut row);
+    clear_lease(&mut row);
+    row.execution_attempts = Set((current.execution_attempts - 1).max(0));
+    row.update(&txn).await?;
+    let signal = signal(current.id, None, None, true);
+    notify_in_transaction(&txn, &signal).await?;
+    txn.commit().await?;
+    notifier.publish(signal);
+    Ok(())
+}
+
+/// Locks the job and checks it still carries this lease.
+async fn lock_leased(txn: &DatabaseTransaction, lease: &Lease) -> Result<job::Model, LifecycleError> {
+    match lock_job(txn, lease.job_id).await? {
+        Some(current) if current.lease_token == Some(lease.token) => Ok(current),
+        _ => Err(LifecycleError::LeaseLost),
+    }
+}
+
+/// Ends the job in `failed` with its event; returns the event's sequence.
+async fn fail_row<C: ConnectionTrait>(txn: &C, current: &job::Model, message: &str, cost_delta: &Value) -> Result<i32, LifecycleError> {
+    let mut row = current.clone().into_active_model();
+    touch(current, &mut row);
+    clear_lease(&mut row);
+    row.stage = Set(Stage::Failed);
+    row.error = Set(Some(message.to_owned()));
+    row.retry_at = Set(None);
+    row.completed_at = Set(Some(now_millis()));
+    row.cost = Set(merge_cost(&current.cost, cost_delta));
+    let updated = row.update(txn).await?;
+    delivery::close_open(txn, updated.id, OutboxStatus::Completed).await?;
+    let payload = json!({ "from_stage": current.stage, "error": message, "attempts": updated.execution_attempts });
+    Ok(append_progress_event(txn, &updated, ProgressEventType::Failed, Stage::Failed, "failed", payload).await?)
+}
+
+fn clear_lease(row: &mut job::ActiveModel) {
+    row.worker_id = Set(None);
+    row.lease_token = Set(None);
+    row.lease_expires_at = Set(None);
+}
+
+fn signal(task_id: Uuid, progress: Option<i32>, partial: Option<i32>, work_available: bool) -> TaskSignal {
+    TaskSignal { task_id, progress_sequence: progress, partial_sequence: partial, work_available }
+}
+
+/// Adds `delta` into `total` number by number (objects merge recursively), so the job's
+/// `cost` accumulates whatever shape the engine reports.
+pub fn merge_cost(total: &Value, delta: &Value) -> Value {
+    match (total, delta) {
+        (Value::Object(left), Value::Object(right)) => {
+            let mut merged = left.clone();
+            for (key, value) in right {
+                let next = match left.get(key) {
+                    Some(existing) => merge_cost(existing, value),
+                    None => value.clone(),
+                };
+                merged.insert(key.clone(), next);
+            }
+            Value::Object(merged)
+        }
+        (Value::Number(left), Value::Number(right)) => match (left.as_i64(), right.as_i64()) {
+            (Some(a), Some(b)) => json!(a.saturating_add(b)),
+            _ => json!(left.as_f64().unwrap_or(0.0) + right.as_f64().unwrap_or(0.0)),
+        },
+        (_, Value::Null) => total.clone(),
+        _ => delta.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_delay_doubles_up_to_the_cap_with_jitter_in_the_upper_half() {
+        let policy = RetryPolicy { base_ms: 100, cap_ms: 1_000 };
+        for attempts in 1..=8 {
+            let ceiling = (100_i64 << (attempts - 1)).min(1_000);
+            let delay = policy.delay_ms(attempts);
+            assert!(delay >= ceiling / 2 && delay <= ceiling, "attempt {attempts}: {delay}");
+        }
+    }
+
+    #[test]
+    fn cost_merges_number_by_number() {
+        let total = json!({ "usd": 0.5, "tokens": { "input": 10 } });
+        let delta = json!({ "usd": 0.25, "tokens": { "input": 5, "output": 2 } });
+        assert_eq!(merge_cost(&total, &delta), json!({ "usd": 0.75, "tokens": { "input": 15, "output": 2 } }));
+    }
+}

@@ -1,0 +1,310 @@
+//! The worker loops: the lease loop (claim due jobs, run their pipelines) and the outbox
+//! loop (publish due deliveries). The API runs them in-process through [`spawn`]; the
+//! `worker` binary runs them alone. Each loop step is a public function returning a
+//! [`Step`], so tests drive the loops without sleeping.
+use std::sync::Arc;
+use std::time::Duration;
+
+use entity::now_millis;
+use sea_orm::DatabaseConnection;
+use tokio::sync::{Notify, Semaphore};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::WorkerSettings;
+use crate::db::is_postgres;
+use crate::engine::{BuiltinEngine, ResearchEngine};
+use crate::lifecycle::{self, LifecycleError};
+use crate::notify::{CHANNEL, Notifier, TaskSignal};
+use crate::outbox::{self, InProcessPublisher, OutboxPolicy, PostgresPublisher, Publisher, QUEUE_CHANNEL};
+use crate::pipeline::{Pipeline, RunOutcome, Stop};
+
+/// What one loop step did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// It claimed (or published) this many rows.
+    Claimed(usize),
+    /// Nothing was due.
+    Idle,
+}
+
+/// Starts the lease loop and the outbox loop with the built-in engine; they run until
+/// `shutdown` is cancelled, then stop claiming, give running stages `shutdown_grace_ms`
+/// to reach a checkpoint and release the leases that remain. Every task is spawned on
+/// `tracker`, so `tracker.wait()` returns when the worker has fully stopped.
+pub fn spawn(
+    db: DatabaseConnection,
+    notifier: Notifier,
+    settings: WorkerSettings,
+    shutdown: CancellationToken,
+    tracker: &TaskTracker,
+) {
+    let engine: Arc<dyn ResearchEngine> = Arc::new(BuiltinEngine::new(settings.engine.clone()));
+    spawn_with_engine(db, notifier, settings, engine, shutdown, tracker);
+}
+
+/// [`spawn`] with another engine (one that calls a language model, or a test double).
+pub fn spawn_with_engine(
+    db: DatabaseConnection,
+    notifier: Notifier,
+    settings: WorkerSettings,
+    engine: Arc<dyn ResearchEngine>,
+    shutdown: CancellationToken,
+    tracker: &TaskTracker,
+) {
+    let publisher: Arc<dyn Publisher> = if is_postgres(db.get_database_backend()) {
+        Arc::new(PostgresPublisher)
+    } else {
+        Arc::new(InProcessPublisher::new(notifier.clone()))
+    };
+    let settings = Arc::new(settings);
+    let pipeline = Pipeline { db: db.clone(), notifier: notifier.clone(), engine, settings: settings.clone() };
+    let wake = Wakeups::default();
+    let stop = Stop { drain: shutdown.clone(), abort: CancellationToken::new() };
+    let jobs = TaskTracker::new();
+
+    tracker.spawn(forward_signals(notifier.subscribe(), wake.clone(), shutdown.clone()));
+    if settings.pg_listen && is_postgres(db.get_database_backend()) {
+        tracker.spawn(listen_postgres(db.clone(), wake.clone(), shutdown.clone()));
+    }
+    tracker.spawn(lease_loop(pipeline, wake.clone(), stop.clone(), jobs.clone()));
+    tracker.spawn(outbox_loop(db, publisher, settings.clone(), wake, shutdown.clone()));
+    tracker.spawn(drain(jobs, stop, Duration::from_millis(settings.shutdown_grace_ms), shutdown));
+}
+
+/// The wake-ups of both loops. `Notify` keeps one permit when nobody waits, so a signal
+/// that arrives while a step runs is not lost: the next wait returns at once.
+#[derive(Clone, Default)]
+struct Wakeups {
+    lease: Arc<Notify>,
+    outbox: Arc<Notify>,
+}
+
+impl Wakeups {
+    fn both(&self) {
+        self.lease.notify_one();
+        self.outbox.notify_one();
+    }
+}
+
+/// One lease-loop step: claims as many due jobs as there are free run slots and spawns
+/// their pipelines on `jobs`. A finished pipeline wakes the loop, since its slot is free.
+pub async fn lease_step(
+    pipeline: &Pipeline,
+    permits: &Arc<Semaphore>,
+    jobs: &TaskTracker,
+    stop: &Stop,
+    now: i64,
+) -> Result<Step, LifecycleError> {
+    lease_step_waking(pipeline, permits, jobs, stop, None, now).await
+}
+
+async fn lease_step_waking(
+    pipeline: &Pipeline,
+    permits: &Arc<Semaphore>,
+    jobs: &TaskTracker,
+    stop: &Stop,
+    wake: Option<Arc<Notify>>,
+    now: i64,
+) -> Result<Step, LifecycleError> {
+    let free = permits.available_permits().min(usize::try_from(pipeline.settings.batch_size).unwrap_or(usize::MAX));
+    if free == 0 {
+        return Ok(Step::Idle);
+    }
+    let settings = &pipeline.settings;
+    let claimed = lifecycle::claim_due(&pipeline.db, &pipeline.notifier, &settings.worker_id, settings.lease_ms, free as u64, now).await?;
+    let count = claimed.len();
+    for job in claimed {
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            // Only this loop takes permits, so one is free for every claim; if not, the
+            // lease lapses and the job is claimed again later.
+            tracing::error!(task.id = %job.lease.job_id, "no run slot for a claimed job");
+            continue;
+        };
+        let (pipeline, stop, wake) = (pipeline.clone(), stop.clone(), wake.clone());
+        jobs.spawn(async move {
+            run_logged(&pipeline, job, &stop).await;
+            drop(permit);
+            if let Some(wake) = wake {
+                wake.notify_one();
+            }
+        });
+    }
+    Ok(if count == 0 { Step::Idle } else { Step::Claimed(count) })
+}
+
+/// Claims due jobs and runs each to its end before returning: the deterministic form of
+/// the lease loop, for tests and one-shot runs.
+pub async fn run_due(pipeline: &Pipeline, stop: &Stop, now: i64) -> Result<(Step, Vec<RunOutcome>), LifecycleError> {
+    let settings = &pipeline.settings;
+    let claimed = lifecycle::claim_due(&pipeline.db, &pipeline.notifier, &settings.worker_id, settings.lease_ms, settings.batch_size, now).await?;
+    if claimed.is_empty() {
+        return Ok((Step::Idle, Vec::new()));
+    }
+    let count = claimed.len();
+    let mut outcomes = Vec::with_capacity(count);
+    for job in claimed {
+        outcomes.push(pipeline.run(job, stop).await?);
+    }
+    Ok((Step::Claimed(count), outcomes))
+}
+
+/// One outbox-loop step.
+pub async fn outbox_step(
+    db: &DatabaseConnection,
+    publisher: &dyn Publisher,
+    settings: &WorkerSettings,
+    now: i64,
+) -> Result<Step, LifecycleError> {
+    let policy = OutboxPolicy {
+        lock_ms: settings.outbox_lock_ms,
+        max_attempts: settings.outbox_max_attempts,
+        retry: settings.retry_policy(),
+    };
+    let outcome = outbox::dispatch_due(db, publisher, &settings.worker_id, settings.batch_size, now, policy).await?;
+    let handled = outcome.dispatched + outcome.retrying + outcome.dead;
+    Ok(if handled == 0 { Step::Idle } else { Step::Claimed(handled) })
+}
+
+async fn run_logged(pipeline: &Pipeline, job: lifecycle::Claimed, stop: &Stop) {
+    let task_id = job.lease.job_id;
+    match pipeline.run(job, stop).await {
+        Ok(RunOutcome::LeaseLost) => tracing::info!(task.id = %task_id, "lease lost; stopped without writing"),
+        Ok(outcome) => tracing::debug!(task.id = %task_id, outcome = ?outcome, "research run ended"),
+        // The lease lapses and another claim retries the stage.
+        Err(error) => tracing::error!(task.id = %task_id, error = %error, "research run failed to record its outcome"),
+    }
+}
+
+async fn lease_loop(pipeline: Pipeline, wake: Wakeups, stop: Stop, jobs: TaskTracker) {
+    let permits = Arc::new(Semaphore::new(pipeline.settings.max_concurrency.max(1)));
+    let poll = Duration::from_millis(pipeline.settings.poll_interval_ms.max(1));
+    loop {
+        let step = lease_step_waking(&pipeline, &permits, &jobs, &stop, Some(wake.lease.clone()), now_millis()).await;
+        let busy = match step {
+            Ok(Step::Claimed(_)) => true,
+            Ok(Step::Idle) => false,
+            Err(error) => {
+                tracing::error!(error = %error, "claiming due research tasks failed");
+                false
+            }
+        };
+        // Shutdown first, so a stream of wake-ups cannot keep a stopping worker claiming.
+        // A busy step goes round again at once (more may be due); otherwise a wake-up or
+        // the poll, whichever comes first: the poll is the safety net that makes a lost
+        // wake-up a delay, never a stuck task.
+        tokio::select! {
+            biased;
+            () = stop.drain.cancelled() => break,
+            () = std::future::ready(()), if busy => {}
+            () = wake.lease.notified() => {}
+            () = tokio::time::sleep(poll) => {}
+        }
+    }
+    tracing::info!("lease loop stopped claiming");
+}
+
+async fn outbox_loop(
+    db: DatabaseConnection,
+    publisher: Arc<dyn Publisher>,
+    settings: Arc<WorkerSettings>,
+    wake: Wakeups,
+    shutdown: CancellationToken,
+) {
+    let poll = Duration::from_millis(settings.poll_interval_ms.max(1));
+    loop {
+        let busy = match outbox_step(&db, publisher.as_ref(), &settings, now_millis()).await {
+            Ok(Step::Claimed(_)) => true,
+            Ok(Step::Idle) => false,
+            Err(error) => {
+                tracing::error!(error = %error, "dispatching the outbox failed");
+                false
+            }
+        };
+        // Same order as the lease loop, for the same reasons.
+        tokio::select! {
+            biased;
+            () = shutdown.cancelled() => break,
+            () = std::future::ready(()), if busy => {}
+            () = wake.outbox.notified() => {}
+            () = tokio::time::sleep(poll) => {}
+        }
+    }
+}
+
+/// Turns in-process signals that announce work into loop wake-ups.
+async fn forward_signals(mut signals: tokio::sync::broadcast::Receiver<TaskSignal>, wake: Wakeups, shutdown: CancellationToken) {
+    use tokio::sync::broadcast::error::RecvError;
+    loop {
+        tokio::select! {
+            biased;
+            () = shutdown.cancelled() => break,
+            received = signals.recv() => match received {
+                Ok(signal) if signal.work_available => wake.both(),
+                Ok(_) => {}
+                // Missed signals may have announced work: look once, to be safe.
+                Err(RecvError::Lagged(_)) => wake.both(),
+                Err(RecvError::Closed) => break,
+            },
+        }
+    }
+}
+
+/// Turns PostgreSQL notifications from other processes into loop wake-ups. If the
+/// listener fails, polling alone keeps the worker correct; it retries after a pause.
+async fn listen_postgres(db: DatabaseConnection, wake: Wakeups, shutdown: CancellationToken) {
+    use sea_orm::sqlx::postgres::PgListener;
+    while !shutdown.is_cancelled() {
+        let listener = async {
+            let mut listener = PgListener::connect_with(db.get_postgres_connection_pool()).await?;
+            listener.listen_all([CHANNEL, QUEUE_CHANNEL]).await?;
+            Ok::<_, sea_orm::sqlx::Error>(listener)
+        };
+        let mut listener = match listener.await {
+            Ok(listener) => listener,
+            Err(error) => {
+                tracing::warn!(error = %error, "LISTEN failed; relying on polling for now");
+                tokio::select! {
+                    () = shutdown.cancelled() => break,
+                    () = tokio::time::sleep(Duration::from_secs(5)) => continue,
+                }
+            }
+        };
+        loop {
+            tokio::select! {
+                biased;
+                () = shutdown.cancelled() => return,
+                received = listener.recv() => match received {
+                    Ok(notification) if notification.channel() == QUEUE_CHANNEL => wake.lease.notify_one(),
+                    Ok(notification) => {
+                        let announces_work = serde_json::from_str::<TaskSignal>(notification.payload())
+                            .map_or(true, |signal| signal.work_available);
+                        if announces_work {
+                            wake.both();
+                        }
+                    }
+                    Err(error) => {
+                        tracing::warn!(error = %error, "LISTEN connection lost; reconnecting");
+                        break;
+                    }
+                },
+            }
+        }
+    }
+}
+
+/// After shutdown: wait for running pipelines to stop at their next checkpoint, up to the
+/// grace period; then abort the rest, which release their leases.
+async fn drain(jobs: TaskTracker, stop: Stop, grace: Duration, shutdown: CancellationToken) {
+    shutdown.cancelled().await;
+    jobs.close();
+    tokio::select! {
+        () = jobs.wait() => {}
+        () = tokio::time::sleep(grace) => {
+            tracing::warn!(running = jobs.len(), "shutdown grace period over; releasing leases");
+            stop.abort.cancel();
+            jobs.wait().await;
+        }
+    }
+    tracing::info!("worker stopped");
+}
