@@ -4,7 +4,6 @@
 //! answers with numbered citations).
 use std::collections::HashMap;
 
-use async_trait::async_trait;
 use entity::{ResearchMode, research_task_job as job};
 use sea_orm::{DatabaseConnection, DbErr, FromQueryResult, Statement};
 use serde::{Deserialize, Serialize};
@@ -13,6 +12,9 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::config::EngineSettings;
+
+/// Re-exported so engines written elsewhere implement [`ResearchEngine`] with the same macro.
+pub use async_trait::async_trait;
 
 /// What a stage may use: the database (for retrieval), the task, and a token cancelled
 /// when the worker loses its lease (engines that spawn work must stop on it).

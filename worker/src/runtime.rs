@@ -8,8 +8,8 @@ use std::time::Duration;
 use entity::now_millis;
 use sea_orm::DatabaseConnection;
 use tokio::sync::{Notify, Semaphore};
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
+/// Re-exported so callers of [`spawn`] need not depend on tokio-util themselves.
+pub use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use crate::config::WorkerSettings;
 use crate::db::is_postgres;

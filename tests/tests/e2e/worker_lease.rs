@@ -1,0 +1,181 @@
+//! The lease: claims race safely, a stale worker is fenced out of every write, failed
+//! attempts back off and the last one fails for good, paused tasks wake up by themselves.
+use entity::{OutboxStatus, ProgressEventType, Stage, now_millis, research_task_outbox as outbox};
+use kfs_tests::{DbTest, TestDb, db_tests, fixtures};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use serde_json::json;
+use worker::Notifier;
+use worker::lifecycle::{
+    self, Checkpoint, Completion, FailOutcome, Failure, LifecycleError, RetryPolicy, TaskRef,
+};
+
+use crate::worker_support::{events, partials, reload};
+
+/// This module's tests.
+pub fn tests() -> Vec<DbTest> {
+    db_tests![
+        two_workers_racing_for_one_job_exactly_one_wins,
+        first_claim_moves_the_task_to_planning_and_leases_its_delivery,
+        stale_worker_cannot_commit_after_lease_expires,
+        failed_attempts_back_off_and_the_last_one_fails_for_good,
+        a_task_whose_leases_keep_lapsing_fails_after_its_attempts,
+        a_paused_task_resumes_by_itself_once_resume_after_passes,
+    ]
+}
+
+const LEASE_MS: i64 = 30_000;
+
+async fn two_workers_racing_for_one_job_exactly_one_wins(db: TestDb) -> anyhow::Result<()> {
+    let task = fixtures::task(&db).await?;
+    let notifier = Notifier::new();
+    let now = now_millis();
+    let (a, b) = tokio::join!(
+        lifecycle::claim_due(&db.db, &notifier, "worker-a", LEASE_MS, 1, now),
+        lifecycle::claim_due(&db.db, &notifier, "worker-b", LEASE_MS, 1, now),
+    );
+    let (a, b) = (a?, b?);
+    anyhow::ensure!(a.len() + b.len() == 1, "claims: a={} b={}", a.len(), b.len());
+    let winner = a.iter().chain(&b).next().ok_or_else(|| anyhow::anyhow!("nobody won"))?;
+    let row = reload(&db, task.job.id).await?;
+    anyhow::ensure!(row.worker_id.as_deref() == Some(winner.lease.worker_id.as_str()));
+    anyhow::ensure!(row.lease_token == Some(winner.lease.token));
+    anyhow::ensure!(row.execution_attempts == 1, "attempts {}", row.execution_attempts);
+    let started = events(&db, task.job.id).await?;
+    anyhow::ensure!(started.len() == 1 && started[0].event_type == ProgressEventType::Started);
+    Ok(())
+}
+
+async fn first_claim_moves_the_task_to_planning_and_leases_its_delivery(db: TestDb) -> anyhow::Result<()> {
+    let task = fixtures::task(&db).await?;
+    let notifier = Notifier::new();
+    let now = now_millis();
+    let claimed = lifecycle::claim_due(&db.db, &notifier, "worker-a", LEASE_MS, 8, now).await?;
+    anyhow::ensure!(claimed.len() == 1);
+    let row = &claimed[0].job;
+    anyhow::ensure!(row.stage == Stage::Planning, "stage {:?}", row.stage);
+    anyhow::ensure!(row.row_version == task.job.row_version + 1);
+    anyhow::ensure!(row.lease_expires_at == Some(now + LEASE_MS) && row.heartbeat_at == Some(now));
+    let started = events(&db, row.id).await?;
+    anyhow::ensure!(started.len() == 1 && started[0].idempotency_key == "started" && started[0].stage == Stage::Planning);
+    let delivery = outbox::Entity::find().filter(outbox::Column::ResearchTaskJobId.eq(row.id)).one(&db.db).await?;
+    anyhow::ensure!(delivery.map(|d| d.status) == Some(OutboxStatus::Leased));
+    // Nothing else is due: the lease is live.
+    anyhow::ensure!(lifecycle::claim_due(&db.db, &notifier, "worker-b", LEASE_MS, 8, now).await?.is_empty());
+    Ok(())
+}
+
+async fn stale_worker_cannot_commit_after_lease_expires(db: TestDb) -> anyhow::Result<()> {
+    let task = fixtures::task(&db).await?;
+    let notifier = Notifier::new();
+    let now = now_millis();
+    let stale = lifecycle::claim_due(&db.db, &notifier, "worker-a", LEASE_MS, 1, now).await?;
+    let stale = stale.first().ok_or_else(|| anyhow::anyhow!("first claim failed"))?.lease.clone();
+    let later = now + LEASE_MS + 1;
+    let fresh = lifecycle::claim_due(&db.db, &notifier, "worker-b", LEASE_MS, 1, later).await?;
+    anyhow::ensure!(fresh.len() == 1, "the expired lease was not re-claimed");
+    let before = reload(&db, task.job.id).await?;
+    let events_before = events(&db, task.job.id).await?.len();
+
+    let lost = |result: Result<(), LifecycleError>, what: &str| match result {
+        Err(LifecycleError::LeaseLost) => Ok(()),
+        other => Err(anyhow::anyhow!("{what} by the stale worker answered {other:?}")),
+    };
+    lost(lifecycle::heartbeat(&db.db, &stale, LEASE_MS).await, "heartbeat")?;
+    let step = Checkpoint {
+        next_stage: Stage::Retrieving,
+        partial_results: vec![("retrieval:1".into(), json!({ "stale": true }))],
+        cost_delta: json!({ "usd": 1.0 }),
+        payload: json!({}),
+    };
+    lost(lifecycle::checkpoint(&db.db, &notifier, &stale, LEASE_MS, step).await.map(|_| ()), "checkpoint")?;
+    let done = Completion { answer: "stale".into(), evidence: json!([]), cost_delta: json!({}) };
+    lost(lifecycle::complete(&db.db, &notifier, &stale, done).await.map(|_| ()), "complete")?;
+    let failure = Failure { message: "stale".into(), retryable: false, cost_delta: json!({}) };
+    let policy = RetryPolicy { base_ms: 10, cap_ms: 10 };
+    lost(lifecycle::fail_attempt(&db.db, &notifier, &stale, failure, policy).await.map(|_| ()), "fail")?;
+    lost(lifecycle::release(&db.db, &notifier, &stale).await, "release")?;
+
+    let after = reload(&db, task.job.id).await?;
+    anyhow::ensure!(after == before, "the stale worker changed the row:\n{before:?}\n{after:?}");
+    anyhow::ensure!(events(&db, task.job.id).await?.len() == events_before, "the stale worker wrote an event");
+    anyhow::ensure!(partials(&db, task.job.id).await?.is_empty(), "the stale worker wrote a partial result");
+    Ok(())
+}
+
+async fn failed_attempts_back_off_and_the_last_one_fails_for_good(db: TestDb) -> anyhow::Result<()> {
+    let task = fixtures::task(&db).await?;
+    anyhow::ensure!(task.job.max_execution_attempts == 3);
+    let notifier = Notifier::new();
+    let policy = RetryPolicy { base_ms: 1_000, cap_ms: 1_500 };
+    let mut now = now_millis();
+    for attempt in 1..=3 {
+        let claimed = lifecycle::claim_due(&db.db, &notifier, "worker-a", LEASE_MS, 1, now).await?;
+        let claimed = claimed.first().ok_or_else(|| anyhow::anyhow!("attempt {attempt} was not claimed"))?;
+        anyhow::ensure!(claimed.job.execution_attempts == attempt);
+        let failure = Failure { message: format!("flaky {attempt}"), retryable: true, cost_delta: json!({}) };
+        let before = now_millis();
+        match lifecycle::fail_attempt(&db.db, &notifier, &claimed.lease, failure, policy).await? {
+            FailOutcome::Retrying { retry_at } if attempt < 3 => {
+                let ceiling = (1_000_i64 << (attempt - 1)).min(1_500);
+                let delay = retry_at - before;
+                anyhow::ensure!(delay >= ceiling / 2 - 5 && delay <= ceiling + 1_000, "attempt {attempt} backs off {delay} ms");
+                let row = reload(&db, task.job.id).await?;
+                anyhow::ensure!(row.lease_token.is_none() && row.stage == Stage::Planning && row.retry_at == Some(retry_at));
+                anyhow::ensure!(row.error.as_deref() == Some(format!("flaky {attempt}").as_str()));
+                // Not due before retry_at, due at it.
+                anyhow::ensure!(lifecycle::claim_due(&db.db, &notifier, "worker-b", LEASE_MS, 1, retry_at - 1).await?.is_empty());
+                now = retry_at;
+            }
+            FailOutcome::Failed if attempt == 3 => {}
+            other => anyhow::bail!("attempt {attempt} ended {other:?}"),
+        }
+    }
+    let row = reload(&db, task.job.id).await?;
+    anyhow::ensure!(row.stage == Stage::Failed && row.error.as_deref() == Some("flaky 3"), "{row:?}");
+    anyhow::ensure!(row.lease_token.is_none() && row.completed_at.is_some());
+    let last = events(&db, task.job.id).await?.pop().ok_or_else(|| anyhow::anyhow!("no events"))?;
+    anyhow::ensure!(last.event_type == ProgressEventType::Failed && last.stage == Stage::Failed);
+    Ok(())
+}
+
+async fn a_task_whose_leases_keep_lapsing_fails_after_its_attempts(db: TestDb) -> anyhow::Result<()> {
+    let task = fixtures::task(&db).await?;
+    let notifier = Notifier::new();
+    let mut now = now_millis();
+    // Three workers crash in turn (their leases lapse); the fourth claim finds no attempt left.
+    for attempt in 1..=3 {
+        let claimed = lifecycle::claim_due(&db.db, &notifier, &format!("worker-{attempt}"), LEASE_MS, 1, now).await?;
+        anyhow::ensure!(claimed.len() == 1, "attempt {attempt} was not claimed");
+        now += LEASE_MS + 1;
+    }
+    let last = lifecycle::claim_due(&db.db, &notifier, "worker-4", LEASE_MS, 1, now).await?;
+    anyhow::ensure!(last.is_empty(), "a task past its attempts was leased again");
+    let row = reload(&db, task.job.id).await?;
+    anyhow::ensure!(row.stage == Stage::Failed, "stage {:?}", row.stage);
+    anyhow::ensure!(row.error.as_deref().is_some_and(|e| e.contains("3 execution attempts")), "{:?}", row.error);
+    let types: Vec<_> = events(&db, task.job.id).await?.into_iter().map(|e| e.event_type).collect();
+    anyhow::ensure!(types == [ProgressEventType::Started, ProgressEventType::Failed], "{types:?}");
+    Ok(())
+}
+
+async fn a_paused_task_resumes_by_itself_once_resume_after_passes(db: TestDb) -> anyhow::Result<()> {
+    let task = fixtures::task(&db).await?;
+    let notifier = Notifier::new();
+    let now = now_millis();
+    let first = lifecycle::claim_due(&db.db, &notifier, "worker-a", LEASE_MS, 1, now).await?;
+    anyhow::ensure!(first.len() == 1);
+    let owner = TaskRef { id: task.job.id, tenant_id: task.job.tenant_id.clone(), subject_id: task.job.subject_id.clone(), expected_row_version: None };
+    let resume_after = now + 60_000;
+    lifecycle::pause(&db.db, &notifier, &owner, Some(resume_after)).await?;
+    anyhow::ensure!(lifecycle::claim_due(&db.db, &notifier, "worker-b", LEASE_MS, 1, resume_after - 1).await?.is_empty());
+    let woke = lifecycle::claim_due(&db.db, &notifier, "worker-b", LEASE_MS, 1, resume_after).await?;
+    let woke = woke.first().ok_or_else(|| anyhow::anyhow!("the paused task did not wake"))?;
+    anyhow::ensure!(woke.job.stage == Stage::Planning && woke.job.paused_from_stage.is_none() && woke.job.resume_after.is_none());
+    let types: Vec<_> = events(&db, task.job.id).await?.into_iter().map(|e| e.event_type).collect();
+    let expected = [ProgressEventType::Started, ProgressEventType::Paused, ProgressEventType::Resumed];
+    anyhow::ensure!(types == expected, "{types:?}");
+    let deliveries = outbox::Entity::find().filter(outbox::Column::ResearchTaskJobId.eq(task.job.id)).all(&db.db).await?;
+    let statuses: Vec<_> = deliveries.iter().map(|d| (d.delivery_revision, d.status)).collect();
+    anyhow::ensure!(statuses.contains(&(2, OutboxStatus::Leased)), "{statuses:?}");
+    Ok(())
+}
