@@ -1,0 +1,33 @@
+//! Identity: turning a request's credential into a `Principal`. JWTs (HS256) for
+//! interactive, MCP and agent callers; API keys for service clients.
+
+mod api_key;
+mod jwt;
+mod principal;
+
+pub use api_key::authenticate_api_key;
+pub use jwt::{Claims, mint_token, verify_token};
+pub use principal::{ApiKeyCredential, Principal};
+
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// Resolves an `Authorization` header value. No header means an anonymous request
+/// (`Ok(None)`); a header that names no valid credential is `Unauthenticated`.
+pub async fn authenticate(state: &AppState, header: Option<&str>) -> Result<Option<Principal>, ApiError> {
+    let Some(header) = header else {
+        return Ok(None);
+    };
+    let credential = header
+        .strip_prefix("Bearer ")
+        .or_else(|| header.strip_prefix("bearer "))
+        .map(str::trim)
+        .filter(|credential| !credential.is_empty())
+        .ok_or(ApiError::Unauthenticated)?;
+    // API keys are `kfs_<id>_<secret>`; a JWT always starts with its base64url header.
+    if credential.starts_with("kfs_") {
+        authenticate_api_key(&state.db, credential).await.map(Some)
+    } else {
+        verify_token(&state.settings.jwt_secret, credential).map(Some)
+    }
+}

@@ -1,0 +1,92 @@
+//! Settings, loaded once from defaults, an optional TOML file and the environment.
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
+use secrecy::{ExposeSecret, SecretString};
+use serde::{Deserialize, Serialize};
+use worker::config::WorkerSettings;
+
+/// The JWT secret used when none is configured. Only the embedded SQLite default may run
+/// with it; the server refuses to start on PostgreSQL without a real secret.
+pub const DEVELOPMENT_JWT_SECRET: &str = "kfs-development-secret-do-not-use-in-production";
+
+/// Everything the server reads at start.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Settings {
+    /// `DATABASE_URL`: PostgreSQL in production; a SQLite file by default.
+    pub database_url: String,
+    /// `KFS_LISTEN_ADDR`; port 0 picks a free port and the server logs the one it bound.
+    pub listen_addr: SocketAddr,
+    /// `KFS_JWT_SECRET`: the HS256 secret for caller tokens.
+    pub jwt_secret: SecretString,
+    /// `KFS_EMBEDDED_WORKER`: run the worker loops in this process.
+    pub embedded_worker: bool,
+    /// `KFS_MAX_BODY_BYTES`: the largest request body accepted.
+    pub max_body_bytes: usize,
+    /// `KFS_WS_INIT_TIMEOUT_MS`: how long a WebSocket may wait before `connection_init`.
+    pub ws_init_timeout_ms: u64,
+    /// `KFS_WORKER__*`: the worker loops' settings.
+    #[serde(default)]
+    pub worker: WorkerSettings,
+}
+
+/// The defaults, as a serializable mirror of `Settings` (secrets are not serializable).
+#[derive(Serialize)]
+struct Defaults {
+    database_url: String,
+    listen_addr: String,
+    jwt_secret: String,
+    embedded_worker: bool,
+    max_body_bytes: usize,
+    ws_init_timeout_ms: u64,
+}
+
+impl Default for Defaults {
+    fn default() -> Self {
+        Self {
+            database_url: "sqlite://./data/kfs.sqlite?mode=rwc".to_owned(),
+            listen_addr: "127.0.0.1:8000".to_owned(),
+            jwt_secret: DEVELOPMENT_JWT_SECRET.to_owned(),
+            embedded_worker: true,
+            max_body_bytes: 1024 * 1024,
+            ws_init_timeout_ms: 10_000,
+        }
+    }
+}
+
+impl Settings {
+    /// Loads defaults, then the TOML file (the given path, or `kfs.toml` if present), then
+    /// `KFS_*` variables (nested with `__`), then `DATABASE_URL`.
+    pub fn load(file: Option<&Path>) -> Result<Self, figment::Error> {
+        let file: PathBuf = file.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("kfs.toml"));
+        Figment::from(Serialized::defaults(Defaults::default()))
+            .merge(Toml::file(file))
+            .merge(Env::prefixed("KFS_").split("__"))
+            .merge(Env::raw().only(&["DATABASE_URL"]))
+            .extract()
+    }
+
+    /// Whether this runs on the embedded SQLite database.
+    pub fn is_sqlite(&self) -> bool {
+        self.database_url.starts_with("sqlite")
+    }
+
+    /// Whether the JWT secret is the public development one.
+    pub fn uses_development_secret(&self) -> bool {
+        self.jwt_secret.expose_secret() == DEVELOPMENT_JWT_SECRET
+    }
+
+    /// Creates the directory of a SQLite file database so the first start just works.
+    pub fn prepare_storage(&self) -> std::io::Result<()> {
+        let Some(rest) = self.database_url.strip_prefix("sqlite://") else {
+            return Ok(());
+        };
+        let path = rest.split('?').next().unwrap_or_default();
+        match Path::new(path).parent() {
+            Some(dir) if !dir.as_os_str().is_empty() && path != ":memory:" => std::fs::create_dir_all(dir),
+            _ => Ok(()),
+        }
+    }
+}

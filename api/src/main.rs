@@ -1,0 +1,109 @@
+//! `api`: serve (the default), mint a development token, or run migrations.
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use api::auth::{Claims, mint_token};
+use api::config::Settings;
+use clap::{Parser, Subcommand};
+use migration::MigratorTrait;
+
+/// The research-task GraphQL server.
+#[derive(Parser)]
+#[command(version, about)]
+struct Cli {
+    /// A TOML settings file (default: ./kfs.toml when present).
+    #[arg(long, env = "KFS_CONFIG", global = true)]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve GraphQL (the default).
+    Serve,
+    /// Print a signed caller token for development.
+    Token {
+        /// The subject id (`sub`).
+        #[arg(long, default_value = "alice")]
+        sub: String,
+        /// The tenant id.
+        #[arg(long, default_value = "acme")]
+        tenant: String,
+        /// interactive, mcp or agent.
+        #[arg(long, default_value = "interactive")]
+        channel: String,
+        /// Lifetime in seconds.
+        #[arg(long, default_value_t = 86_400)]
+        ttl: i64,
+    },
+    /// Apply pending migrations and exit.
+    Migrate,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,sqlx=warn,sea_orm=warn,tower_http=info".into()),
+        )
+        .init();
+    let cli = Cli::parse();
+    let settings = Settings::load(cli.config.as_deref()).context("loading settings")?;
+    match cli.command.unwrap_or(Command::Serve) {
+        Command::Serve => serve(settings).await,
+        Command::Token { sub, tenant, channel, ttl } => {
+            let exp = chrono::Utc::now().timestamp() + ttl;
+            let claims = Claims { sub, tenant, channel: Some(channel), exp };
+            println!("{}", mint_token(&settings.jwt_secret, &claims)?);
+            Ok(())
+        }
+        Command::Migrate => {
+            settings.prepare_storage()?;
+            let db = worker::db::connect(&settings.database_url).await?;
+            migration::Migrator::up(&db, None).await?;
+            tracing::info!("migrations applied");
+            Ok(())
+        }
+    }
+}
+
+async fn serve(settings: Settings) -> anyhow::Result<()> {
+    if settings.uses_development_secret() {
+        tracing::warn!("KFS_JWT_SECRET is not set: using the public development secret (embedded SQLite only)");
+    }
+    let server = api::server::start(settings).await?;
+    println!("GraphiQL:  {}/graphiql", server.base_url());
+    println!("A token:   cargo run -p api -- token --sub alice --tenant acme");
+    println!("Then send: Authorization: Bearer <token>   (GraphiQL's Headers tab)");
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    server.shutdown(Duration::from_secs(10)).await;
+    Ok(())
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let interrupt = async {
+        if let Err(error) = tokio::signal::ctrl_c().await {
+            tracing::error!(error = %error, "cannot listen for Ctrl-C");
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(error) => tracing::error!(error = %error, "cannot listen for SIGTERM"),
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = interrupt => {}
+        () = terminate => {}
+    }
+}

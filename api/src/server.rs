@@ -1,0 +1,104 @@
+//! Building the router and running the server (and, embedded, the worker loops).
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::Router;
+use axum::routing::get;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tower_http::trace::TraceLayer;
+use worker::Notifier;
+
+use crate::config::Settings;
+use crate::graphql::build_schema;
+use crate::http::{self, GraphqlEndpoint};
+use crate::state::AppState;
+
+/// A server that is accepting connections.
+pub struct RunningServer {
+    /// The address it bound (the real port when the settings asked for port 0).
+    pub addr: SocketAddr,
+    /// The shared state, for tests that want to look behind the API.
+    pub state: AppState,
+    shutdown: CancellationToken,
+    tracker: TaskTracker,
+}
+
+impl RunningServer {
+    /// `http://addr`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The token that stops the server and its loops.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+
+    /// Stops accepting, lets running work reach a checkpoint, and waits for every task.
+    pub async fn shutdown(self, grace: Duration) {
+        self.shutdown.cancel();
+        self.tracker.close();
+        if tokio::time::timeout(grace, self.tracker.wait()).await.is_err() {
+            tracing::warn!(grace_ms = grace.as_millis() as u64, "shutdown grace period passed with tasks still running");
+        }
+    }
+}
+
+/// The router for a state: GraphQL over HTTP and WebSocket, GraphiQL, health.
+pub fn router(state: AppState) -> Router {
+    let endpoint = GraphqlEndpoint { schema: build_schema(state.clone()), state: state.clone() };
+    let graphql = Router::new()
+        .route("/graphql", get(http::graphql_get).post(http::graphql_post))
+        .route("/graphql/ws", get(http::graphql_ws))
+        .with_state(endpoint);
+    let health = Router::new()
+        .route("/healthz", get(http::healthz))
+        .route("/readyz", get(http::readyz))
+        .route("/metrics", get(http::metrics))
+        .with_state(state);
+    Router::new()
+        .route("/graphiql", get(http::graphiql))
+        .merge(graphql)
+        .merge(health)
+        .layer(axum::middleware::from_fn(http::track_metrics))
+        .layer(TraceLayer::new_for_http())
+}
+
+/// Connects, migrates, binds and serves; with `embedded_worker` the worker loops run in
+/// this process too. Returns once the listener is bound.
+pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
+    if !settings.is_sqlite() && settings.uses_development_secret() {
+        anyhow::bail!("KFS_JWT_SECRET must be set when running on PostgreSQL");
+    }
+    settings.prepare_storage().context("creating the database directory")?;
+    let db = worker::db::connect_and_migrate(&settings.database_url)
+        .await
+        .context("connecting to and migrating the database")?;
+    let listener = TcpListener::bind(settings.listen_addr)
+        .await
+        .with_context(|| format!("binding {}", settings.listen_addr))?;
+    let addr = listener.local_addr().context("reading the bound address")?;
+    http::install_metrics();
+    let notifier = Notifier::new();
+    let settings = Arc::new(settings);
+    let state = AppState { db: db.clone(), notifier: notifier.clone(), settings: settings.clone() };
+    let shutdown = CancellationToken::new();
+    let tracker = TaskTracker::new();
+    if settings.embedded_worker {
+        worker::runtime::spawn(db, notifier, settings.worker.clone(), shutdown.clone(), &tracker);
+    }
+    let app = router(state.clone());
+    let stop = shutdown.clone();
+    tracker.spawn(async move {
+        let serve = axum::serve(listener, app).with_graceful_shutdown(async move { stop.cancelled().await });
+        if let Err(error) = serve.await {
+            tracing::error!(error = %error, "the HTTP server stopped with an error");
+        }
+    });
+    tracing::info!(addr = %addr, "listening; GraphiQL at http://{addr}/graphiql");
+    Ok(RunningServer { addr, state, shutdown, tracker })
+}

@@ -1,0 +1,18 @@
+//! What every request handler shares.
+use std::sync::Arc;
+
+use sea_orm::DatabaseConnection;
+use worker::Notifier;
+
+use crate::config::Settings;
+
+/// Shared application state: the pool, the in-process notifier and the settings.
+#[derive(Clone)]
+pub struct AppState {
+    /// The database pool.
+    pub db: DatabaseConnection,
+    /// In-process task signals (subscriptions, embedded worker wake-ups).
+    pub notifier: Notifier,
+    /// Settings loaded once at start.
+    pub settings: Arc<Settings>,
+}
