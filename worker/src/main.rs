@@ -1,0 +1,83 @@
+//! The standalone worker: runs the lease loop and the outbox loop against a shared
+//! database (PostgreSQL in production) until SIGTERM or SIGINT, then stops gracefully.
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use clap::Parser;
+use figment::Figment;
+use figment::providers::{Env, Format, Toml};
+use tracing_subscriber::EnvFilter;
+use worker::WorkerSettings;
+use worker::runtime::{CancellationToken, TaskTracker};
+
+/// Command line of the `worker` binary. Settings come from the environment (over an
+/// optional TOML file): `DATABASE_URL` and `KFS_WORKER_<FIELD>` (e.g. `KFS_WORKER_LEASE_MS`).
+#[derive(Debug, Parser)]
+#[command(name = "worker", about = "Runs research tasks: the lease loop and the outbox loop")]
+struct Cli {
+    /// A TOML file with `database_url` and a `[worker]` section; the environment wins over it.
+    #[arg(long)]
+    config: Option<PathBuf>,
+}
+
+/// What the binary reads from its configuration.
+struct Loaded {
+    database_url: String,
+    settings: WorkerSettings,
+}
+
+fn load(cli: &Cli) -> anyhow::Result<Loaded> {
+    let mut figment = Figment::new();
+    if let Some(path) = &cli.config {
+        figment = figment.merge(Toml::file_exact(path));
+    }
+    let figment = figment
+        .merge(Env::raw().only(&["DATABASE_URL"]))
+        .merge(Env::prefixed("KFS_WORKER_").map(|key| format!("worker.{key}").into()));
+    let database_url: String = figment
+        .extract_inner("database_url")
+        .context("DATABASE_URL is required to run the worker alone (the API embeds it otherwise)")?;
+    let settings: WorkerSettings = if figment.contains("worker") {
+        figment.extract_inner("worker").context("reading the worker settings")?
+    } else {
+        WorkerSettings::default()
+    };
+    Ok(Loaded { database_url, settings })
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    tracing_subscriber::fmt().with_env_filter(filter).init();
+    let cli = Cli::parse();
+    let Loaded { database_url, settings } = load(&cli)?;
+    let db = worker::db::connect_and_migrate(&database_url).await.context("connecting to the database")?;
+    tracing::info!(worker.id = %settings.worker_id, "worker started");
+
+    let shutdown = CancellationToken::new();
+    let tracker = TaskTracker::new();
+    worker::runtime::spawn(db.clone(), worker::Notifier::new(), settings, shutdown.clone(), &tracker);
+    stop_signal().await.context("listening for shutdown signals")?;
+    tracing::info!("shutting down: no new claims; running stages get the grace period");
+    shutdown.cancel();
+    tracker.close();
+    tracker.wait().await;
+    db.close().await.context("closing the database")?;
+    Ok(())
+}
+
+/// Resolves on SIGINT (Ctrl-C) or, on Unix, SIGTERM (what orchestrators send).
+async fn stop_signal() -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            result = tokio::signal::ctrl_c() => result,
+            _ = terminate.recv() => Ok(()),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        tokio::signal::ctrl_c().await
+    }
+}
