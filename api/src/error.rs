@@ -1,0 +1,132 @@
+//! The one error type every resolver and store function answers with. Each variant is a
+//! category a client acts on and maps to one `extensions.code`; internal causes are logged
+//! once, where the error turns into a GraphQL error, and never sent.
+use async_graphql::{ErrorExtensionValues, ErrorExtensions};
+use entity::Stage;
+use sea_orm::DbErr;
+use worker::LifecycleError;
+
+/// An error as a client sees it.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// No valid credential came with the request.
+    #[error("authentication required")]
+    Unauthenticated,
+    /// The caller is known but may not do this.
+    #[error("forbidden")]
+    Forbidden,
+    /// No such thing for this caller (another tenant's or subject's thing answers the same).
+    #[error("not found")]
+    NotFound,
+    /// The input breaks a rule; the message says which.
+    #[error("{0}")]
+    BadUserInput(String),
+    /// The request conflicts with the current state of the thing it acts on.
+    #[error("{message}")]
+    Conflict {
+        /// What conflicts, in a sentence.
+        message: String,
+        /// The task's stage now, when the conflict is about a task.
+        current_stage: Option<Stage>,
+        /// The task's row version now, when the conflict is about a task.
+        row_version: Option<i32>,
+    },
+    /// The query asks for too much at once.
+    #[error("{0}")]
+    TooComplex(String),
+    /// Something failed on our side; the cause is logged, never sent.
+    #[error("internal server error")]
+    Internal(#[source] anyhow::Error),
+}
+
+impl ApiError {
+    /// An internal error from any cause.
+    pub fn internal(cause: impl Into<anyhow::Error>) -> Self {
+        Self::Internal(cause.into())
+    }
+
+    /// A bad-input error with the given message.
+    pub fn bad_input(message: impl Into<String>) -> Self {
+        Self::BadUserInput(message.into())
+    }
+
+    /// A conflict that concerns no task.
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::Conflict { message: message.into(), current_stage: None, row_version: None }
+    }
+
+    /// The `extensions.code` this error carries.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Unauthenticated => "UNAUTHENTICATED",
+            Self::Forbidden => "FORBIDDEN",
+            Self::NotFound => "NOT_FOUND",
+            Self::BadUserInput(_) => "BAD_USER_INPUT",
+            Self::Conflict { .. } => "CONFLICT",
+            Self::TooComplex(_) => "TOO_COMPLEX",
+            Self::Internal(_) => "INTERNAL_SERVER_ERROR",
+        }
+    }
+}
+
+impl ErrorExtensions for ApiError {
+    fn extend(&self) -> async_graphql::Error {
+        if let Self::Internal(cause) = self {
+            // The one place an internal cause is logged; the client sees only the code.
+            tracing::error!(error = format!("{cause:#}"), "request failed");
+        }
+        async_graphql::Error::new(self.to_string()).extend_with(|_, values: &mut ErrorExtensionValues| {
+            values.set("code", self.code());
+            if let Self::Conflict { current_stage, row_version, .. } = self {
+                if let Some(stage) = current_stage {
+                    values.set("currentStage", stage.as_str().to_ascii_uppercase());
+                }
+                if let Some(version) = row_version {
+                    values.set("rowVersion", *version);
+                }
+            }
+        })
+    }
+}
+
+impl From<DbErr> for ApiError {
+    fn from(error: DbErr) -> Self {
+        crate::store::constraint::classify(error)
+    }
+}
+
+impl From<LifecycleError> for ApiError {
+    fn from(error: LifecycleError) -> Self {
+        match error {
+            LifecycleError::NotFound => Self::NotFound,
+            LifecycleError::StaleRowVersion { expected, actual } => Self::Conflict {
+                message: format!("expectedRowVersion {expected} is stale; the task is at row version {actual}"),
+                current_stage: None,
+                row_version: Some(actual),
+            },
+            LifecycleError::NotAllowed { command, current } => Self::Conflict {
+                message: format!("{command} is not allowed while the task is {}", current.as_str()),
+                current_stage: Some(current),
+                row_version: None,
+            },
+            LifecycleError::IdempotencyMismatch => {
+                Self::conflict("idempotencyKey was already used for a task with different input")
+            }
+            LifecycleError::LeaseLost => Self::internal(anyhow::anyhow!("lease lost on an API path")),
+            LifecycleError::Database(error) => error.into(),
+        }
+    }
+}
+
+/// Turns a `Result<T, ApiError>` into what async-graphql resolvers return, keeping the
+/// code (async-graphql's blanket `From<Display>` would drop the extensions).
+pub trait IntoGql<T> {
+    /// The same result with the error extended.
+    fn gql(self) -> async_graphql::Result<T>;
+}
+
+impl<T> IntoGql<T> for Result<T, ApiError> {
+    fn gql(self) -> async_graphql::Result<T> {
+        self.map_err(|error| error.extend())
+    }
+}

@@ -1,0 +1,68 @@
+//! Relay connections: opaque cursors over `(time, id)` keys and the page arguments every
+//! top-level list shares.
+use async_graphql::OutputType;
+use async_graphql::connection::{Connection, CursorType, Edge, OpaqueCursor};
+use uuid::Uuid;
+
+use super::limits::{DEFAULT_PAGE, page_size};
+use crate::error::ApiError;
+use crate::store::PageKey;
+
+/// A validated `first`/`after` pair.
+#[derive(Debug, Clone, Copy)]
+pub struct PageArgs {
+    /// How many nodes to return.
+    pub size: u64,
+    /// Where the previous page ended.
+    pub after: Option<PageKey>,
+}
+
+impl PageArgs {
+    /// Validates `first` (0..=100, default 20) and decodes `after`.
+    pub fn parse(first: Option<i32>, after: Option<String>) -> Result<Self, ApiError> {
+        let size = page_size(first, DEFAULT_PAGE)?;
+        let after = match after {
+            None => None,
+            Some(cursor) => Some(decode(&cursor)?),
+        };
+        Ok(Self { size, after })
+    }
+
+    /// The rows to fetch: one more than the page, to learn whether another page follows.
+    pub fn fetch(&self) -> u64 {
+        self.size + 1
+    }
+}
+
+/// The opaque cursor of a row.
+pub fn encode(key: PageKey) -> String {
+    OpaqueCursor((key.at, key.id)).encode_cursor()
+}
+
+/// Decodes a cursor made by `encode`; anything else is bad input.
+fn decode(cursor: &str) -> Result<PageKey, ApiError> {
+    let OpaqueCursor((at, id)) = OpaqueCursor::<(i64, Uuid)>::decode_cursor(cursor)
+        .map_err(|_| ApiError::bad_input("after is not a cursor from this list"))?;
+    Ok(PageKey { at, id })
+}
+
+/// A connection of `rows`: keeps `args.size` of them, each with the cursor `key` gives it.
+/// More follow when there were more rows than the page holds, or when `maybe_more` says
+/// the source was not read to its end.
+pub fn build<R, N: OutputType>(
+    args: &PageArgs,
+    rows: Vec<R>,
+    maybe_more: bool,
+    key: impl Fn(&R) -> PageKey,
+    node: impl Fn(R) -> N,
+) -> Connection<String, N> {
+    let size = usize::try_from(args.size).unwrap_or(usize::MAX);
+    let has_next = rows.len() > size || maybe_more;
+    let mut connection = Connection::new(args.after.is_some(), has_next);
+    connection.edges.extend(
+        rows.into_iter()
+            .take(size)
+            .map(|row| Edge::new(encode(key(&row)), node(row))),
+    );
+    connection
+}

@@ -1,0 +1,108 @@
+//! GraphQL enums, in GraphQL style, mapped one to one from the entity enums (which carry
+//! no GraphQL derives).
+use async_graphql::Enum;
+use entity::{AccessChannel, MemberRole, ProgressEventType, ResearchMode, Stage};
+
+/// Where a research task stands.
+#[derive(Enum, Debug, Clone, Copy, PartialEq, Eq)]
+#[graphql(name = "ResearchStage")]
+pub enum GqlStage {
+    /// Created, waiting for a worker.
+    Queued,
+    /// Splitting the query into sub-queries.
+    Planning,
+    /// Ranking the space's documents.
+    Retrieving,
+    /// Selecting and deduplicating evidence.
+    Analyzing,
+    /// Writing the answer.
+    Generating,
+    /// Stopped by its owner.
+    Paused,
+    /// Finished with an answer. Terminal.
+    Completed,
+    /// Gave up. Terminal.
+    Failed,
+    /// Canceled by its owner. Terminal.
+    Canceled,
+}
+
+/// How hard a research task works.
+#[derive(Enum, Debug, Clone, Copy, PartialEq, Eq)]
+#[graphql(name = "ResearchMode")]
+pub enum GqlMode {
+    /// The engine picks.
+    Auto,
+    /// One sub-query, one round.
+    Fast,
+    /// A few sub-queries.
+    Research,
+    /// More sub-queries over more rounds.
+    Deep,
+}
+
+/// How a caller reached the service.
+#[derive(Enum, Debug, Clone, Copy, PartialEq, Eq)]
+#[graphql(name = "AccessChannel")]
+pub enum GqlChannel {
+    /// A person in a frontend app.
+    Interactive,
+    /// A service client with an API key.
+    ServiceApi,
+    /// A Model Context Protocol client.
+    Mcp,
+    /// An autonomous agent.
+    Agent,
+}
+
+/// What a progress event reports. Completion is `STAGE_CHANGED` with stage `COMPLETED`.
+#[derive(Enum, Debug, Clone, Copy, PartialEq, Eq)]
+#[graphql(name = "ResearchTaskEventType")]
+pub enum GqlEventType {
+    /// A worker picked the task up for the first time.
+    Started,
+    /// The task moved to its next stage.
+    StageChanged,
+    /// The task was paused.
+    Paused,
+    /// The task was resumed.
+    Resumed,
+    /// The task was canceled.
+    Canceled,
+    /// The task failed.
+    Failed,
+}
+
+/// A member's role in a knowledge space.
+#[derive(Enum, Debug, Clone, Copy, PartialEq, Eq)]
+#[graphql(name = "KnowledgeSpaceRole")]
+pub enum GqlRole {
+    /// Manages members and API keys, adds documents, researches.
+    Owner,
+    /// Adds documents, researches.
+    Editor,
+    /// Researches.
+    Viewer,
+}
+
+/// Declares the two conversions between a GraphQL enum and its entity enum.
+macro_rules! mirror {
+    ($gql:ident, $domain:ident, [$($variant:ident),+ $(,)?]) => {
+        impl From<$domain> for $gql {
+            fn from(value: $domain) -> Self {
+                match value { $($domain::$variant => Self::$variant),+ }
+            }
+        }
+        impl From<$gql> for $domain {
+            fn from(value: $gql) -> Self {
+                match value { $($gql::$variant => Self::$variant),+ }
+            }
+        }
+    };
+}
+
+mirror!(GqlStage, Stage, [Queued, Planning, Retrieving, Analyzing, Generating, Paused, Completed, Failed, Canceled]);
+mirror!(GqlMode, ResearchMode, [Auto, Fast, Research, Deep]);
+mirror!(GqlChannel, AccessChannel, [Interactive, ServiceApi, Mcp, Agent]);
+mirror!(GqlEventType, ProgressEventType, [Started, StageChanged, Paused, Resumed, Canceled, Failed]);
+mirror!(GqlRole, MemberRole, [Owner, Editor, Viewer]);

@@ -1,0 +1,121 @@
+//! Input limits. Each one answers `BAD_USER_INPUT` with a message naming the argument, so
+//! no input can reach the database or the worker in a shape that fails there instead.
+use async_graphql::Json;
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+use crate::error::ApiError;
+
+/// The most rows one list or connection page returns.
+pub const MAX_PAGE: i32 = 100;
+/// The page size of a connection when `first` is not given.
+pub const DEFAULT_PAGE: i32 = 20;
+/// The longest research query, in characters.
+pub const MAX_QUERY_CHARS: usize = 4_000;
+/// The longest name (space, API key) or subject id, in characters.
+pub const MAX_NAME_CHARS: usize = 255;
+/// The longest document title, in characters.
+pub const MAX_TITLE_CHARS: usize = 512;
+/// The largest document content, in bytes.
+pub const MAX_CONTENT_BYTES: usize = 200 * 1024;
+/// The largest `limits` or `metadata` object, serialized, in bytes.
+pub const MAX_JSON_BYTES: usize = 16 * 1024;
+/// The allowed `topK` values.
+pub const TOP_K: std::ops::RangeInclusive<i32> = 1..=100;
+/// The longest idempotency key, in characters.
+pub const MAX_IDEMPOTENCY_KEY_CHARS: usize = 255;
+/// Claims a task gets before it fails for good.
+pub const MAX_EXECUTION_ATTEMPTS: i32 = 3;
+
+/// A page size: `first` if it is within `0..=MAX_PAGE`, else `default`.
+pub fn page_size(first: Option<i32>, default: i32) -> Result<u64, ApiError> {
+    let size = first.unwrap_or(default);
+    if !(0..=MAX_PAGE).contains(&size) {
+        return Err(ApiError::bad_input(format!("first must be between 0 and {MAX_PAGE}")));
+    }
+    Ok(u64::try_from(size).unwrap_or_default())
+}
+
+/// A sequence to read after: 0 or more.
+pub fn after_sequence(after: Option<i32>) -> Result<i32, ApiError> {
+    match after.unwrap_or(0) {
+        after if after >= 0 => Ok(after),
+        _ => Err(ApiError::bad_input("afterSequence must not be negative")),
+    }
+}
+
+/// A required text: not blank, at most `max` characters.
+pub fn text(field: &str, value: &str, max: usize) -> Result<(), ApiError> {
+    if value.trim().is_empty() {
+        return Err(ApiError::bad_input(format!("{field} must not be empty")));
+    }
+    if value.chars().count() > max {
+        return Err(ApiError::bad_input(format!("{field} must be at most {max} characters")));
+    }
+    Ok(())
+}
+
+/// Document content: not blank, at most `MAX_CONTENT_BYTES` bytes.
+pub fn content(value: &str) -> Result<(), ApiError> {
+    if value.trim().is_empty() {
+        return Err(ApiError::bad_input("content must not be empty"));
+    }
+    if value.len() > MAX_CONTENT_BYTES {
+        return Err(ApiError::bad_input(format!("content must be at most {MAX_CONTENT_BYTES} bytes")));
+    }
+    Ok(())
+}
+
+/// An optional JSON argument that must be an object of at most `MAX_JSON_BYTES`; absent
+/// means the empty object.
+pub fn json_object(field: &str, value: Option<Json<Value>>) -> Result<Value, ApiError> {
+    let Some(Json(value)) = value else {
+        return Ok(Value::Object(Default::default()));
+    };
+    if !value.is_object() {
+        return Err(ApiError::bad_input(format!("{field} must be a JSON object")));
+    }
+    let size = serde_json::to_vec(&value).map_err(ApiError::internal)?.len();
+    if size > MAX_JSON_BYTES {
+        return Err(ApiError::bad_input(format!("{field} must be at most {MAX_JSON_BYTES} bytes serialized")));
+    }
+    Ok(value)
+}
+
+/// `topK`, if given, within `TOP_K`.
+pub fn top_k(value: Option<i32>) -> Result<Option<i32>, ApiError> {
+    match value {
+        Some(k) if !TOP_K.contains(&k) => Err(ApiError::bad_input(format!(
+            "topK must be between {} and {}",
+            TOP_K.start(),
+            TOP_K.end()
+        ))),
+        other => Ok(other),
+    }
+}
+
+/// `budgetUsd`, if given, finite and not negative.
+pub fn budget(value: Option<f64>) -> Result<Option<f64>, ApiError> {
+    match value {
+        Some(usd) if !usd.is_finite() || usd < 0.0 => {
+            Err(ApiError::bad_input("budgetUsd must be a finite number of at least 0"))
+        }
+        other => Ok(other),
+    }
+}
+
+/// An optional idempotency key: not blank, at most `MAX_IDEMPOTENCY_KEY_CHARS`.
+pub fn idempotency_key(value: Option<String>) -> Result<Option<String>, ApiError> {
+    if let Some(key) = &value {
+        text("idempotencyKey", key, MAX_IDEMPOTENCY_KEY_CHARS)?;
+    }
+    Ok(value)
+}
+
+/// An optional instant that must lie in the future; returns it as epoch milliseconds.
+pub fn future(field: &str, value: Option<DateTime<Utc>>) -> Result<Option<i64>, ApiError> {
+    match value {
+        Some(at) if at <= Utc::now() => Err(ApiError::bad_input(format!("{field} must be in the future"))),
+        other => Ok(other.map(|at| at.timestamp_millis())),
+    }
+}

@@ -1,0 +1,84 @@
+//! Mutations on API keys. Owners only; the secret is returned once, in `CreatedApiKey`.
+use async_graphql::{Context, Object};
+use entity::{MemberRole, api_key};
+use uuid::Uuid;
+use worker::db::begin_write;
+
+use crate::auth::Principal;
+use crate::error::{ApiError, IntoGql};
+use crate::graphql::access::require_role;
+use crate::graphql::context::{principal, state};
+use crate::graphql::limits::{self, MAX_NAME_CHARS};
+use crate::graphql::types::{ApiKey, CreateApiKeyInput, CreatedApiKey};
+use crate::store::api_keys;
+
+/// API key mutations.
+#[derive(Default)]
+pub struct KeyMutation;
+
+#[Object]
+impl KeyMutation {
+    /// Mints a key bound to one space.
+    async fn create_api_key(&self, ctx: &Context<'_>, input: CreateApiKeyInput) -> async_graphql::Result<CreatedApiKey> {
+        let run = async {
+            let (caller, db) = (principal(ctx)?, &state(ctx)?.db);
+            limits::text("name", &input.name, MAX_NAME_CHARS)?;
+            let expires_at = limits::future("expiresAt", input.expires_at)?;
+            require_role(db, caller, input.knowledge_space_id, MemberRole::can_manage).await?;
+            let new = api_keys::NewApiKey {
+                tenant_id: caller.tenant_id.clone(),
+                knowledge_space_id: input.knowledge_space_id,
+                name: input.name,
+                expires_at,
+                created_by: caller.subject_id.clone(),
+            };
+            let txn = begin_write(db).await?;
+            let (key, secret) = api_keys::create(&txn, new).await?;
+            txn.commit().await?;
+            Ok(CreatedApiKey::new(key, &secret))
+        };
+        run.await.gql()
+    }
+
+    /// Replaces the key's secret and bumps its revision: the old secret stops working and
+    /// tasks created under it lose their grant.
+    async fn rotate_api_key(&self, ctx: &Context<'_>, id: Uuid) -> async_graphql::Result<CreatedApiKey> {
+        let run = async {
+            let (caller, db) = (principal(ctx)?, &state(ctx)?.db);
+            let txn = begin_write(db).await?;
+            let key = managed_key(&txn, caller, id).await?;
+            if key.revoked_at.is_some() {
+                return Err(ApiError::conflict("a revoked API key cannot be rotated"));
+            }
+            let (key, secret) = api_keys::rotate(&txn, key).await?;
+            txn.commit().await?;
+            Ok(CreatedApiKey::new(key, &secret))
+        };
+        run.await.gql()
+    }
+
+    /// Revokes the key for good; revoking twice keeps the first revocation time.
+    async fn revoke_api_key(&self, ctx: &Context<'_>, id: Uuid) -> async_graphql::Result<ApiKey> {
+        let run = async {
+            let (caller, db) = (principal(ctx)?, &state(ctx)?.db);
+            let txn = begin_write(db).await?;
+            let key = managed_key(&txn, caller, id).await?;
+            let key = api_keys::revoke(&txn, key).await?;
+            txn.commit().await?;
+            Ok(ApiKey(key))
+        };
+        run.await.gql()
+    }
+}
+
+/// The key, if the caller owns its space: `NOT_FOUND` for keys the caller cannot see,
+/// `FORBIDDEN` for members who are not owners.
+async fn managed_key(
+    txn: &sea_orm::DatabaseTransaction,
+    caller: &Principal,
+    id: Uuid,
+) -> Result<api_key::Model, ApiError> {
+    let key = api_keys::find(txn, &caller.tenant_id, id).await?.ok_or(ApiError::NotFound)?;
+    require_role(txn, caller, key.knowledge_space_id, MemberRole::can_manage).await?;
+    Ok(key)
+}

@@ -1,0 +1,126 @@
+//! Mutations on spaces, their members and their documents.
+use async_graphql::{Context, Object};
+use entity::MemberRole;
+use uuid::Uuid;
+use worker::db::begin_write;
+
+use crate::error::{ApiError, IntoGql};
+use crate::graphql::access::require_role;
+use crate::graphql::context::{principal, state};
+use crate::graphql::limits::{self, MAX_NAME_CHARS, MAX_TITLE_CHARS};
+use crate::graphql::types::{
+    AddKnowledgeDocumentInput, AddKnowledgeSpaceMemberInput, CreateKnowledgeSpaceInput, KnowledgeDocument,
+    KnowledgeSpace, KnowledgeSpaceMember,
+};
+use crate::store::{documents, members, spaces};
+
+/// Space, member and document mutations.
+#[derive(Default)]
+pub struct SpaceMutation;
+
+#[Object]
+impl SpaceMutation {
+    /// Creates a space; the caller becomes its owner. People only: API keys are refused.
+    async fn create_knowledge_space(
+        &self,
+        ctx: &Context<'_>,
+        input: CreateKnowledgeSpaceInput,
+    ) -> async_graphql::Result<KnowledgeSpace> {
+        let run = async {
+            let (caller, db) = (principal(ctx)?, &state(ctx)?.db);
+            if caller.api_key.is_some() {
+                return Err(ApiError::Forbidden);
+            }
+            limits::text("name", &input.name, MAX_NAME_CHARS)?;
+            let txn = begin_write(db).await?;
+            let (space, _) = spaces::create(&txn, &caller.tenant_id, &input.name, &caller.subject_id).await?;
+            txn.commit().await?;
+            Ok(KnowledgeSpace { space, viewer_role: Some(MemberRole::Owner) })
+        };
+        run.await.gql()
+    }
+
+    /// Adds a member, re-adds a removed one, or changes a member's role. Owners only.
+    async fn add_knowledge_space_member(
+        &self,
+        ctx: &Context<'_>,
+        input: AddKnowledgeSpaceMemberInput,
+    ) -> async_graphql::Result<KnowledgeSpaceMember> {
+        let run = async {
+            let (caller, db) = (principal(ctx)?, &state(ctx)?.db);
+            limits::text("subjectId", &input.subject_id, MAX_NAME_CHARS)?;
+            let space_id = input.knowledge_space_id;
+            require_role(db, caller, space_id, MemberRole::can_manage).await?;
+            let role = MemberRole::from(input.role);
+            let txn = begin_write(db).await?;
+            let current = members::find_active(&txn, &caller.tenant_id, space_id, &input.subject_id).await?;
+            if current.is_some_and(|member| member.role == MemberRole::Owner) && role != MemberRole::Owner {
+                keep_an_owner(&txn, &caller.tenant_id, space_id).await?;
+            }
+            let member = members::upsert(&txn, &caller.tenant_id, space_id, &input.subject_id, role).await?;
+            txn.commit().await?;
+            Ok(KnowledgeSpaceMember(member))
+        };
+        run.await.gql()
+    }
+
+    /// Removes a member, which ends every grant their tasks run under. Owners only.
+    /// False when the subject was not a member.
+    async fn remove_knowledge_space_member(
+        &self,
+        ctx: &Context<'_>,
+        knowledge_space_id: Uuid,
+        subject_id: String,
+    ) -> async_graphql::Result<bool> {
+        let run = async {
+            let (caller, db) = (principal(ctx)?, &state(ctx)?.db);
+            limits::text("subjectId", &subject_id, MAX_NAME_CHARS)?;
+            require_role(db, caller, knowledge_space_id, MemberRole::can_manage).await?;
+            let txn = begin_write(db).await?;
+            let Some(member) = members::find_active(&txn, &caller.tenant_id, knowledge_space_id, &subject_id).await? else {
+                return Ok(false);
+            };
+            if member.role == MemberRole::Owner {
+                keep_an_owner(&txn, &caller.tenant_id, knowledge_space_id).await?;
+            }
+            members::remove(&txn, member).await?;
+            txn.commit().await?;
+            Ok(true)
+        };
+        run.await.gql()
+    }
+
+    /// Adds a document research can retrieve. Editors and owners.
+    async fn add_knowledge_document(
+        &self,
+        ctx: &Context<'_>,
+        input: AddKnowledgeDocumentInput,
+    ) -> async_graphql::Result<KnowledgeDocument> {
+        let run = async {
+            let (caller, db) = (principal(ctx)?, &state(ctx)?.db);
+            limits::text("title", &input.title, MAX_TITLE_CHARS)?;
+            limits::content(&input.content)?;
+            require_role(db, caller, input.knowledge_space_id, MemberRole::can_write_documents).await?;
+            let new = documents::NewDocument {
+                tenant_id: caller.tenant_id.clone(),
+                knowledge_space_id: input.knowledge_space_id,
+                title: input.title,
+                content: input.content,
+                created_by: caller.subject_id.clone(),
+            };
+            let txn = begin_write(db).await?;
+            let document = documents::add(&txn, new).await?;
+            txn.commit().await?;
+            Ok(KnowledgeDocument(document))
+        };
+        run.await.gql()
+    }
+}
+
+/// Refuses a change that would leave the space without an owner.
+async fn keep_an_owner(txn: &sea_orm::DatabaseTransaction, tenant_id: &str, space_id: Uuid) -> Result<(), ApiError> {
+    if members::count_owners(txn, tenant_id, space_id).await? <= 1 {
+        return Err(ApiError::conflict("a knowledge space must keep at least one owner"));
+    }
+    Ok(())
+}

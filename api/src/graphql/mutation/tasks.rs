@@ -1,0 +1,156 @@
+//! Mutations on research tasks. Every write goes through `worker::lifecycle`; this file
+//! only checks the caller and the input, and maps the outcome.
+use async_graphql::{Context, Object};
+use chrono::{DateTime, Utc};
+use entity::{ResearchMode, research_task_job as job};
+use uuid::Uuid;
+use worker::LifecycleError;
+use worker::grant::{GrantRequest, GrantSource};
+use worker::lifecycle::{self, NewTask, TaskRef};
+
+use crate::auth::Principal;
+use crate::error::{ApiError, IntoGql};
+use crate::graphql::access::{SpaceAccess, space_access, visible_task};
+use crate::graphql::context::{principal, state};
+use crate::graphql::limits::{self, MAX_EXECUTION_ATTEMPTS, MAX_QUERY_CHARS};
+use crate::graphql::types::{CreateResearchTaskInput, ResearchTask};
+use crate::state::AppState;
+use crate::store::tasks;
+
+/// Research task mutations.
+#[derive(Default)]
+pub struct TaskMutation;
+
+#[Object]
+impl TaskMutation {
+    /// Starts a research task in a space the caller belongs to (or its API key is bound
+    /// to). Repeating the request with the same `idempotencyKey` returns the same task.
+    async fn create_research_task(
+        &self,
+        ctx: &Context<'_>,
+        input: CreateResearchTaskInput,
+    ) -> async_graphql::Result<ResearchTask> {
+        let run = async {
+            let (caller, app) = (principal(ctx)?, state(ctx)?);
+            let new = validated(caller, input)?;
+            let source = match space_access(&app.db, caller, new.grant.knowledge_space_id).await? {
+                None => return Err(ApiError::NotFound),
+                Some(SpaceAccess::Member(member)) => GrantSource::Member { revision: member.revision, role: member.role },
+                Some(SpaceAccess::ApiKey(key)) => GrantSource::ApiKey {
+                    key_id: key.key_id,
+                    revision: key.revision,
+                    expires_at: key.expires_at,
+                },
+            };
+            let new = NewTask { grant: GrantRequest { source, ..new.grant }, ..new };
+            let created = lifecycle::create(&app.db, &app.notifier, new).await?;
+            Ok(ResearchTask(created.task))
+        };
+        run.await.gql()
+    }
+
+    /// Cancels the task for good.
+    async fn cancel_research_task(
+        &self,
+        ctx: &Context<'_>,
+        id: Uuid,
+        expected_row_version: Option<i32>,
+    ) -> async_graphql::Result<ResearchTask> {
+        command(ctx, id, expected_row_version, Command::Cancel).await.gql()
+    }
+
+    /// Pauses the task; with `resumeAfter` (in the future) it resumes by itself then.
+    async fn pause_research_task(
+        &self,
+        ctx: &Context<'_>,
+        id: Uuid,
+        expected_row_version: Option<i32>,
+        resume_after: Option<DateTime<Utc>>,
+    ) -> async_graphql::Result<ResearchTask> {
+        let run = async {
+            let resume_after = limits::future("resumeAfter", resume_after)?;
+            command(ctx, id, expected_row_version, Command::Pause(resume_after)).await
+        };
+        run.await.gql()
+    }
+
+    /// Resumes a paused task where it stopped.
+    async fn resume_research_task(
+        &self,
+        ctx: &Context<'_>,
+        id: Uuid,
+        expected_row_version: Option<i32>,
+    ) -> async_graphql::Result<ResearchTask> {
+        command(ctx, id, expected_row_version, Command::Resume).await.gql()
+    }
+}
+
+/// The input checked against every limit, with a placeholder grant source the caller's
+/// access replaces.
+fn validated(caller: &Principal, input: CreateResearchTaskInput) -> Result<NewTask, ApiError> {
+    limits::text("query", &input.query, MAX_QUERY_CHARS)?;
+    let grant = GrantRequest {
+        tenant_id: caller.tenant_id.clone(),
+        knowledge_space_id: input.knowledge_space_id,
+        subject_id: caller.subject_id.clone(),
+        access_channel: caller.channel,
+        source: GrantSource::Member { revision: 1, role: entity::MemberRole::Viewer },
+    };
+    Ok(NewTask {
+        grant,
+        query: input.query,
+        mode: input.mode.map(ResearchMode::from),
+        top_k: limits::top_k(input.top_k)?,
+        budget_usd: limits::budget(input.budget_usd)?,
+        limits: limits::json_object("limits", input.limits)?,
+        metadata: limits::json_object("metadata", input.metadata)?,
+        idempotency_key: limits::idempotency_key(input.idempotency_key)?,
+        max_execution_attempts: MAX_EXECUTION_ATTEMPTS,
+    })
+}
+
+/// A lifecycle command and its argument.
+enum Command {
+    Cancel,
+    Pause(Option<i64>),
+    Resume,
+}
+
+/// Runs a command on a task the caller may see; a task they may not see (another
+/// subject's, or one whose grant died) answers `NOT_FOUND`.
+async fn command(ctx: &Context<'_>, id: Uuid, expected: Option<i32>, command: Command) -> Result<ResearchTask, ApiError> {
+    let (caller, app) = (principal(ctx)?, state(ctx)?);
+    visible_task(&app.db, caller, id).await?.ok_or(ApiError::NotFound)?;
+    let task = TaskRef {
+        id,
+        tenant_id: caller.tenant_id.clone(),
+        subject_id: caller.subject_id.clone(),
+        expected_row_version: expected,
+    };
+    let outcome = match command {
+        Command::Cancel => lifecycle::cancel(&app.db, &app.notifier, &task).await,
+        Command::Pause(resume_after) => lifecycle::pause(&app.db, &app.notifier, &task, resume_after).await,
+        Command::Resume => lifecycle::resume(&app.db, &app.notifier, &task).await,
+    };
+    match outcome {
+        Ok(updated) => Ok(ResearchTask(updated)),
+        Err(error @ (LifecycleError::StaleRowVersion { .. } | LifecycleError::NotAllowed { .. })) => {
+            Err(with_current(app, id, error).await)
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// A conflict carrying the task's stage and row version as they are now, so the client
+/// can decide what to do without another round trip.
+async fn with_current(app: &AppState, id: Uuid, error: LifecycleError) -> ApiError {
+    let current: Option<job::Model> = tasks::find(&app.db, id).await.ok().flatten();
+    match (ApiError::from(error), current) {
+        (ApiError::Conflict { message, .. }, Some(task)) => ApiError::Conflict {
+            message,
+            current_stage: Some(task.stage),
+            row_version: Some(task.row_version),
+        },
+        (other, _) => other,
+    }
+}

@@ -1,0 +1,55 @@
+//! The Subscription root: a task's progress events and partial results, replayed from the
+//! database after `afterSequence` and then followed live (see `feed`).
+use async_graphql::{Context, ErrorExtensions, Subscription};
+use futures_util::{Stream, StreamExt};
+use uuid::Uuid;
+
+use super::access::visible_task;
+use super::context::{principal, state};
+use super::feed::{JournalRow, follow};
+use super::limits::after_sequence;
+use super::types::{ResearchTaskPartialResult, ResearchTaskProgressEvent};
+use crate::error::{ApiError, IntoGql};
+
+/// Live feeds.
+pub struct SubscriptionRoot;
+
+#[Subscription(name = "Subscription")]
+impl SubscriptionRoot {
+    /// Every progress event after `afterSequence`, each exactly once and in order; ends
+    /// after the event that makes the task terminal, or with an error when the caller's
+    /// grant stops holding.
+    async fn research_task_progress(
+        &self,
+        ctx: &Context<'_>,
+        task_id: Uuid,
+        #[graphql(default = 0)] after_sequence: Option<i32>,
+    ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<ResearchTaskProgressEvent>> + use<>> {
+        start(ctx, task_id, after_sequence).await.gql().map(|rows| rows.map(|row| row.map(ResearchTaskProgressEvent)))
+    }
+
+    /// Every partial result after `afterSequence`, each exactly once and in order; ends once
+    /// the task is terminal and everything it wrote was delivered.
+    async fn research_task_partial_results(
+        &self,
+        ctx: &Context<'_>,
+        task_id: Uuid,
+        #[graphql(default = 0)] after_sequence: Option<i32>,
+    ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<ResearchTaskPartialResult>> + use<>> {
+        start(ctx, task_id, after_sequence).await.gql().map(|rows| rows.map(|row| row.map(ResearchTaskPartialResult)))
+    }
+}
+
+/// Checks the caller may see the task (else `NOT_FOUND`, as for a missing id) and starts
+/// the feed.
+async fn start<R: JournalRow>(
+    ctx: &Context<'_>,
+    task_id: Uuid,
+    after: Option<i32>,
+) -> Result<impl Stream<Item = async_graphql::Result<R>> + use<R>, ApiError> {
+    let (caller, app) = (principal(ctx)?, state(ctx)?);
+    let after = after_sequence(after)?;
+    visible_task(&app.db, caller, task_id).await?.ok_or(ApiError::NotFound)?;
+    let rows = follow::<R>(app.clone(), caller.clone(), task_id, after);
+    Ok(rows.map(|row| row.map_err(|error| error.extend())))
+}

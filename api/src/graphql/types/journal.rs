@@ -1,0 +1,38 @@
+//! A task's journal as clients read it: progress events and partial results.
+use async_graphql::{Json, Object};
+use chrono::{DateTime, Utc};
+use entity::{research_task_partial_result as partial, research_task_progress_event as progress};
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::datetime;
+use crate::graphql::enums::{GqlEventType, GqlStage};
+
+/// One step of a task's progress. Sequences start at 1 and have no gaps.
+pub struct ResearchTaskProgressEvent(pub progress::Model);
+
+/// One step of a task's progress. Sequences start at 1 and have no gaps.
+#[Object]
+impl ResearchTaskProgressEvent {
+    async fn id(&self) -> Uuid { self.0.id }
+    /// 1, 2, 3… per task; resume a subscription with the last one seen.
+    async fn sequence(&self) -> i32 { self.0.sequence }
+    async fn event_type(&self) -> GqlEventType { self.0.event_type.into() }
+    /// The stage the task is in after the event.
+    async fn stage(&self) -> GqlStage { self.0.stage.into() }
+    async fn payload(&self) -> Json<Value> { Json(self.0.payload.clone()) }
+    async fn created_at(&self) -> DateTime<Utc> { datetime(self.0.created_at) }
+}
+
+/// One evidence bundle a task produced on its way to the answer.
+pub struct ResearchTaskPartialResult(pub partial::Model);
+
+/// One evidence bundle a task produced on its way to the answer.
+#[Object]
+impl ResearchTaskPartialResult {
+    async fn id(&self) -> Uuid { self.0.id }
+    /// 1, 2, 3… per task; resume a subscription with the last one seen.
+    async fn sequence(&self) -> i32 { self.0.sequence }
+    async fn evidence_bundle(&self) -> Json<Value> { Json(self.0.evidence_bundle.clone()) }
+    async fn created_at(&self) -> DateTime<Utc> { datetime(self.0.created_at) }
+}

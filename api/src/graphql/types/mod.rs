@@ -1,0 +1,28 @@
+//! GraphQL object and input types, each mapped from an entity model it wraps.
+
+mod api_key;
+mod inputs;
+mod journal;
+mod space;
+mod task;
+mod trace;
+mod viewer;
+
+pub use api_key::{ApiKey, CreatedApiKey};
+pub use inputs::{
+    AddKnowledgeDocumentInput, AddKnowledgeSpaceMemberInput, CreateApiKeyInput,
+    CreateKnowledgeSpaceInput, CreateResearchTaskInput,
+};
+pub use space::{KnowledgeDocument, KnowledgeSpace, KnowledgeSpaceMember};
+pub use journal::{ResearchTaskPartialResult, ResearchTaskProgressEvent};
+pub use task::ResearchTask;
+pub use trace::AnswerTrace;
+pub use viewer::Viewer;
+
+use chrono::{DateTime, Utc};
+
+/// An epoch-milliseconds column as a DateTime. Columns hold times the service wrote, so
+/// the out-of-range fallback (the epoch) is never expected to show.
+pub fn datetime(millis: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp_millis(millis).unwrap_or_default()
+}

@@ -1,0 +1,108 @@
+//! `KnowledgeSpace`, its members and its documents.
+use async_graphql::{Context, Object};
+use chrono::{DateTime, Utc};
+use entity::{MemberRole, knowledge_document as document, knowledge_space as space, member};
+use uuid::Uuid;
+
+use super::{ApiKey, datetime};
+use crate::error::{ApiError, IntoGql};
+use crate::graphql::context::state;
+use crate::graphql::enums::GqlRole;
+use crate::graphql::limits::{DEFAULT_PAGE, MAX_PAGE, page_size};
+use crate::store::{api_keys, documents, members};
+
+/// A knowledge space as one caller sees it: `viewer_role` is that caller's role (none for
+/// an API key), and owner-only fields answer `FORBIDDEN` to everyone else.
+pub struct KnowledgeSpace {
+    /// The row.
+    pub space: space::Model,
+    /// The caller's role in it; `None` for an API key.
+    pub viewer_role: Option<MemberRole>,
+}
+
+impl KnowledgeSpace {
+    /// Owner-only fields call this first.
+    fn require_owner(&self) -> Result<(), ApiError> {
+        match self.viewer_role {
+            Some(role) if role.can_manage() => Ok(()),
+            _ => Err(ApiError::Forbidden),
+        }
+    }
+}
+
+/// A knowledge space as the caller sees it: `viewerRole` is the caller's role (null for an
+/// API key), and owner-only fields answer `FORBIDDEN` to everyone else.
+#[Object]
+impl KnowledgeSpace {
+    async fn id(&self) -> Uuid { self.space.id }
+    async fn name(&self) -> &str { &self.space.name }
+    async fn created_at(&self) -> DateTime<Utc> { datetime(self.space.created_at) }
+    async fn updated_at(&self) -> DateTime<Utc> { datetime(self.space.updated_at) }
+    /// Your role here; null when you call with an API key.
+    async fn viewer_role(&self) -> Option<GqlRole> { self.viewer_role.map(Into::into) }
+
+    /// The current members. Owners only.
+    #[graphql(complexity = "MAX_PAGE as usize * child_complexity")]
+    async fn members(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<KnowledgeSpaceMember>> {
+        let run = async {
+            self.require_owner()?;
+            let rows = members::list_active(&state(ctx)?.db, &self.space.tenant_id, self.space.id).await?;
+            Ok::<_, ApiError>(rows.into_iter().map(KnowledgeSpaceMember).collect())
+        };
+        run.await.gql()
+    }
+
+    /// The space's API keys, revoked ones included. Owners only.
+    #[graphql(complexity = "MAX_PAGE as usize * child_complexity")]
+    async fn api_keys(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<ApiKey>> {
+        let run = async {
+            self.require_owner()?;
+            let rows = api_keys::list_for_space(&state(ctx)?.db, &self.space.tenant_id, self.space.id).await?;
+            Ok::<_, ApiError>(rows.into_iter().map(ApiKey).collect())
+        };
+        run.await.gql()
+    }
+
+    /// The newest documents, at most `first` (default 20, maximum 100).
+    #[graphql(complexity = "first.unwrap_or(DEFAULT_PAGE).clamp(0, MAX_PAGE) as usize * child_complexity")]
+    async fn documents(&self, ctx: &Context<'_>, first: Option<i32>) -> async_graphql::Result<Vec<KnowledgeDocument>> {
+        let run = async {
+            let size = page_size(first, DEFAULT_PAGE)?;
+            let db = &state(ctx)?.db;
+            let rows = documents::list_for_space(db, &self.space.tenant_id, self.space.id, size).await?;
+            Ok::<_, ApiError>(rows.into_iter().map(KnowledgeDocument).collect())
+        };
+        run.await.gql()
+    }
+}
+
+/// A subject's membership of a space.
+pub struct KnowledgeSpaceMember(pub member::Model);
+
+/// A subject's membership of a space.
+#[Object]
+impl KnowledgeSpaceMember {
+    async fn id(&self) -> Uuid { self.0.id }
+    async fn knowledge_space_id(&self) -> Uuid { self.0.knowledge_space_id }
+    async fn subject_id(&self) -> &str { &self.0.subject_id }
+    async fn role(&self) -> GqlRole { self.0.role.into() }
+    /// Bumped on every change; grants issued at an older revision no longer hold.
+    async fn revision(&self) -> i32 { self.0.revision }
+    async fn created_at(&self) -> DateTime<Utc> { datetime(self.0.created_at) }
+    async fn updated_at(&self) -> DateTime<Utc> { datetime(self.0.updated_at) }
+}
+
+/// A document research retrieves from.
+pub struct KnowledgeDocument(pub document::Model);
+
+/// A document research retrieves from.
+#[Object]
+impl KnowledgeDocument {
+    async fn id(&self) -> Uuid { self.0.id }
+    async fn knowledge_space_id(&self) -> Uuid { self.0.knowledge_space_id }
+    async fn title(&self) -> &str { &self.0.title }
+    async fn content(&self) -> &str { &self.0.content }
+    /// The subject who added it.
+    async fn created_by(&self) -> &str { &self.0.created_by }
+    async fn created_at(&self) -> DateTime<Utc> { datetime(self.0.created_at) }
+}

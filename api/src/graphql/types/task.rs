@@ -1,0 +1,93 @@
+//! `ResearchTask`: every column of its row except the lease internals, plus its journal
+//! and its answer.
+use async_graphql::{Context, Json, Object};
+use chrono::{DateTime, Utc};
+use entity::research_task_job as job;
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::{AnswerTrace, ResearchTaskPartialResult, ResearchTaskProgressEvent, datetime};
+use crate::error::{ApiError, IntoGql};
+use crate::graphql::context::state;
+use crate::graphql::enums::{GqlChannel, GqlMode, GqlStage};
+use crate::graphql::limits::{MAX_PAGE, after_sequence, page_size};
+use crate::store::{answer_traces, tasks};
+
+/// A research task. Only the subject that created it sees it, and only while its grant holds.
+pub struct ResearchTask(pub job::Model);
+
+/// A research task. Only the subject that created it sees it, and only while its grant holds.
+#[Object]
+impl ResearchTask {
+    async fn id(&self) -> Uuid { self.0.id }
+    async fn knowledge_space_id(&self) -> Uuid { self.0.knowledge_space_id }
+    async fn query(&self) -> &str { &self.0.query }
+    async fn mode(&self) -> Option<GqlMode> { self.0.mode.map(Into::into) }
+    async fn top_k(&self) -> Option<i32> { self.0.top_k }
+    async fn budget_usd(&self) -> Option<f64> { self.0.budget_usd }
+    async fn limits(&self) -> Json<Value> { Json(self.0.limits.clone()) }
+    async fn metadata(&self) -> Json<Value> { Json(self.0.metadata.clone()) }
+    /// What the engine spent so far.
+    async fn cost(&self) -> Json<Value> { Json(self.0.cost.clone()) }
+    async fn stage(&self) -> GqlStage { self.0.stage.into() }
+    /// The stage a paused task returns to on resume.
+    async fn paused_from_stage(&self) -> Option<GqlStage> { self.0.paused_from_stage.map(Into::into) }
+    async fn error(&self) -> Option<&str> { self.0.error.as_deref() }
+    /// When a paused task resumes by itself.
+    async fn resume_after(&self) -> Option<DateTime<Utc>> { self.0.resume_after.map(datetime) }
+    async fn paused_at(&self) -> Option<DateTime<Utc>> { self.0.paused_at.map(datetime) }
+    async fn completed_at(&self) -> Option<DateTime<Utc>> { self.0.completed_at.map(datetime) }
+    async fn created_at(&self) -> DateTime<Utc> { datetime(self.0.created_at) }
+    async fn updated_at(&self) -> DateTime<Utc> { datetime(self.0.updated_at) }
+    /// Increases on every change; pass it as `expectedRowVersion` to act only on what you saw.
+    async fn row_version(&self) -> i32 { self.0.row_version }
+    async fn execution_attempts(&self) -> i32 { self.0.execution_attempts }
+    async fn max_execution_attempts(&self) -> i32 { self.0.max_execution_attempts }
+    /// How the creator reached the service.
+    async fn access_channel(&self) -> GqlChannel { self.0.access_channel.into() }
+
+    /// Progress events after `afterSequence` (default 0), in sequence order, at most
+    /// `first` (default and maximum 100).
+    #[graphql(complexity = "first.unwrap_or(MAX_PAGE).clamp(0, MAX_PAGE) as usize * child_complexity")]
+    async fn progress_events(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(name = "afterSequence")] after: Option<i32>,
+        first: Option<i32>,
+    ) -> async_graphql::Result<Vec<ResearchTaskProgressEvent>> {
+        let run = async {
+            let (after, size) = (after_sequence(after)?, page_size(first, MAX_PAGE)?);
+            let rows = tasks::progress_after(&state(ctx)?.db, self.0.id, after, size).await?;
+            Ok::<_, ApiError>(rows.into_iter().map(ResearchTaskProgressEvent).collect())
+        };
+        run.await.gql()
+    }
+
+    /// Partial results (evidence bundles) after `afterSequence` (default 0), in sequence
+    /// order, at most `first` (default and maximum 100).
+    #[graphql(complexity = "first.unwrap_or(MAX_PAGE).clamp(0, MAX_PAGE) as usize * child_complexity")]
+    async fn partial_results(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(name = "afterSequence")] after: Option<i32>,
+        first: Option<i32>,
+    ) -> async_graphql::Result<Vec<ResearchTaskPartialResult>> {
+        let run = async {
+            let (after, size) = (after_sequence(after)?, page_size(first, MAX_PAGE)?);
+            let rows = tasks::partials_after(&state(ctx)?.db, self.0.id, after, size).await?;
+            Ok::<_, ApiError>(rows.into_iter().map(ResearchTaskPartialResult).collect())
+        };
+        run.await.gql()
+    }
+
+    /// The answer, once the task completed.
+    async fn answer_trace(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<AnswerTrace>> {
+        let run = async {
+            let db = &state(ctx)?.db;
+            let found = answer_traces::find_for_task(db, &self.0.tenant_id, &self.0.subject_id, self.0.id).await?;
+            Ok::<_, ApiError>(found.map(AnswerTrace))
+        };
+        run.await.gql()
+    }
+}
+

@@ -1,0 +1,29 @@
+//! `AnswerTrace`: a final answer with the evidence it cites.
+use async_graphql::{Json, Object};
+use chrono::{DateTime, Utc};
+use entity::answer_trace as trace;
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::datetime;
+use crate::graphql::enums::GqlChannel;
+
+/// An answer and its evidence, visible only to the subject that asked.
+pub struct AnswerTrace(pub trace::Model);
+
+/// An answer and its evidence, visible only to the subject that asked.
+#[Object]
+impl AnswerTrace {
+    async fn id(&self) -> Uuid { self.0.id }
+    async fn knowledge_space_id(&self) -> Uuid { self.0.knowledge_space_id }
+    /// The research task that wrote it, if one did.
+    async fn research_task_id(&self) -> Option<Uuid> { self.0.research_task_id }
+    async fn query(&self) -> &str { &self.0.query }
+    /// The extractive answer with numbered citations.
+    async fn answer(&self) -> &str { &self.0.answer }
+    /// The cited evidence, in citation order.
+    async fn evidence(&self) -> Json<Value> { Json(self.0.evidence.clone()) }
+    /// The channel of the grant the answer was produced under.
+    async fn access_channel(&self) -> Option<GqlChannel> { self.0.access_channel.map(Into::into) }
+    async fn created_at(&self) -> DateTime<Utc> { datetime(self.0.created_at) }
+}

@@ -1,0 +1,62 @@
+//! `answer_traces`: reads scoped to the subject that asked. Legacy rows (no subject) match
+//! no subject, so they are never returned.
+use entity::answer_trace as trace;
+use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
+use uuid::Uuid;
+
+use super::{PageKey, before};
+
+/// The trace with this id if `subject_id` of `tenant_id` owns it.
+pub async fn find_owned<C: ConnectionTrait>(
+    conn: &C,
+    tenant_id: &str,
+    subject_id: &str,
+    id: Uuid,
+) -> Result<Option<trace::Model>, DbErr> {
+    trace::Entity::find_by_id(id)
+        .filter(trace::Column::TenantId.eq(tenant_id))
+        .filter(trace::Column::SubjectId.eq(subject_id))
+        .one(conn)
+        .await
+}
+
+/// The trace a task wrote, if the task's subject owns it.
+pub async fn find_for_task<C: ConnectionTrait>(
+    conn: &C,
+    tenant_id: &str,
+    subject_id: &str,
+    task_id: Uuid,
+) -> Result<Option<trace::Model>, DbErr> {
+    trace::Entity::find()
+        .filter(trace::Column::TenantId.eq(tenant_id))
+        .filter(trace::Column::SubjectId.eq(subject_id))
+        .filter(trace::Column::ResearchTaskId.eq(task_id))
+        .order_by_desc(trace::Column::CreatedAt)
+        .one(conn)
+        .await
+}
+
+/// One page of a subject's traces in a space, newest first (the seed's
+/// `answer_traces_space_subject_created_idx` order).
+pub async fn page<C: ConnectionTrait>(
+    conn: &C,
+    tenant_id: &str,
+    knowledge_space_id: Uuid,
+    subject_id: &str,
+    after: Option<PageKey>,
+    limit: u64,
+) -> Result<Vec<trace::Model>, DbErr> {
+    let mut query = trace::Entity::find()
+        .filter(trace::Column::KnowledgeSpaceId.eq(knowledge_space_id))
+        .filter(trace::Column::SubjectId.eq(subject_id))
+        .filter(trace::Column::TenantId.eq(tenant_id));
+    if let Some(key) = after {
+        query = query.filter(before(trace::Column::CreatedAt, trace::Column::Id, key));
+    }
+    query
+        .order_by_desc(trace::Column::CreatedAt)
+        .order_by_desc(trace::Column::Id)
+        .limit(limit)
+        .all(conn)
+        .await
+}

@@ -1,0 +1,31 @@
+//! Database access for the API: free functions taking `&impl ConnectionTrait`, so each works
+//! alone or inside a transaction. Research task rows are only *read* here; every write to
+//! them goes through `worker::lifecycle`.
+
+pub mod answer_traces;
+pub mod api_keys;
+pub mod constraint;
+pub mod documents;
+pub mod members;
+pub mod spaces;
+pub mod tasks;
+
+use sea_orm::{ColumnTrait, Condition};
+use uuid::Uuid;
+
+/// Where a page of a newest-first list starts: after the row with this time and id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageKey {
+    /// The row's ordering time, epoch milliseconds.
+    pub at: i64,
+    /// The row's id, which breaks ties between equal times.
+    pub id: Uuid,
+}
+
+/// `(at, id) < (key.at, key.id)`: the rows after `key` in `at DESC, id DESC` order. Written
+/// out rather than as a row-value comparison so SQLite and PostgreSQL read it alike.
+pub fn before<A: ColumnTrait, I: ColumnTrait>(at: A, id: I, key: PageKey) -> Condition {
+    Condition::any()
+        .add(at.lt(key.at))
+        .add(Condition::all().add(at.eq(key.at)).add(id.lt(key.id)))
+}
