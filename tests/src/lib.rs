@@ -1,1 +1,16 @@
-//! placeholder
+//! The shared test harness: a fresh migrated database per test on SQLite and PostgreSQL
+//! ([`TestDb`]), a libtest-compatible runner that turns each database test into one trial
+//! per backend ([`harness`]), fixtures, constraint assertions and schema dumps.
+//!
+//! Test binaries declare `harness = false`, list their tests with [`db_tests!`] and
+//! [`plain_tests!`], and call [`harness::run`] from `main`.
+
+mod database;
+pub mod fixtures;
+pub mod harness;
+pub mod schema;
+mod violation;
+
+pub use database::{Backend, TestConfig, TestDb, database_url};
+pub use harness::{DbTest, PlainTest};
+pub use violation::{Reported, Violation, reported};
