@@ -1,0 +1,94 @@
+//! Every input limit answers with its code (BAD_USER_INPUT or TOO_COMPLEX), never a 5xx,
+//! and GraphiQL's introspection query stays within the depth and complexity limits.
+use anyhow::ensure;
+use kfs_tests::{DbTest, TestDb, db_tests};
+use serde_json::{Value, json};
+
+use crate::api_support::{Api, CREATE_KEY, CREATE_SPACE, CREATE_TASK, PAUSE};
+
+pub fn tests() -> Vec<DbTest> {
+    db_tests![every_limit_is_answered_with_its_code, the_graphiql_introspection_query_is_allowed]
+}
+
+async fn every_limit_is_answered_with_its_code(db: TestDb) -> anyhow::Result<()> {
+    let api = Api::start(&db).await?;
+    let space = api.space("alice").await?;
+    let token = api.token("alice");
+    let task = api.task(&token, &space).await?;
+    let task_input = |field: &str, value: Value| {
+        let mut input = json!({ "knowledgeSpaceId": space, "query": "q" });
+        input[field] = value;
+        json!({ "input": input })
+    };
+    let past = "2000-01-01T00:00:00Z";
+    let big_object = json!({ "x": "y".repeat(17 * 1024) });
+    let tasks = "query($s: UUID!, $first: Int, $after: String) { researchTasks(knowledgeSpaceId: $s, first: $first, after: $after) { edges { cursor } } }";
+    let spaces = "query($first: Int) { knowledgeSpaces(first: $first) { edges { cursor } } }";
+    let events = "query($id: UUID!, $a: Int, $f: Int) { researchTask(id: $id) { progressEvents(afterSequence: $a, first: $f) { id } } }";
+    let document = "mutation($t: String!, $c: String!, $s: UUID!) { addKnowledgeDocument(input: {knowledgeSpaceId: $s, title: $t, content: $c}) { id } }";
+    let too_complex = "query($s: UUID!) { researchTasks(knowledgeSpaceId: $s, first: 100) { edges { node { \
+        progressEvents(first: 100) { id payload } partialResults(first: 100) { id } } } } }";
+    let cases: Vec<(&str, &str, Value, &str)> = vec![
+        ("negative first", tasks, json!({ "s": space, "first": -1 }), "BAD_USER_INPUT"),
+        ("first over 100", tasks, json!({ "s": space, "first": 101 }), "BAD_USER_INPUT"),
+        ("first over 100 on spaces", spaces, json!({ "first": 101 }), "BAD_USER_INPUT"),
+        ("a foreign cursor", tasks, json!({ "s": space, "after": "not-a-cursor" }), "BAD_USER_INPUT"),
+        ("negative afterSequence", events, json!({ "id": task["id"], "a": -1 }), "BAD_USER_INPUT"),
+        ("journal first over 100", events, json!({ "id": task["id"], "f": 101 }), "BAD_USER_INPUT"),
+        ("empty query", CREATE_TASK, task_input("query", json!("  ")), "BAD_USER_INPUT"),
+        ("long query", CREATE_TASK, task_input("query", json!("q".repeat(4001))), "BAD_USER_INPUT"),
+        ("topK 0", CREATE_TASK, task_input("topK", json!(0)), "BAD_USER_INPUT"),
+        ("topK 101", CREATE_TASK, task_input("topK", json!(101)), "BAD_USER_INPUT"),
+        ("negative budget", CREATE_TASK, task_input("budgetUsd", json!(-0.5)), "BAD_USER_INPUT"),
+        ("limits not an object", CREATE_TASK, task_input("limits", json!([1])), "BAD_USER_INPUT"),
+        ("metadata not an object", CREATE_TASK, task_input("metadata", json!("x")), "BAD_USER_INPUT"),
+        ("limits over 16 KB", CREATE_TASK, task_input("limits", big_object.clone()), "BAD_USER_INPUT"),
+        ("metadata over 16 KB", CREATE_TASK, task_input("metadata", big_object), "BAD_USER_INPUT"),
+        ("long idempotency key", CREATE_TASK, task_input("idempotencyKey", json!("k".repeat(256))), "BAD_USER_INPUT"),
+        ("empty idempotency key", CREATE_TASK, task_input("idempotencyKey", json!("")), "BAD_USER_INPUT"),
+        ("unknown mode", CREATE_TASK, task_input("mode", json!("TURBO")), "BAD_USER_INPUT"),
+        ("long space name", CREATE_SPACE, json!({ "name": "n".repeat(256) }), "BAD_USER_INPUT"),
+        ("empty space name", CREATE_SPACE, json!({ "name": "" }), "BAD_USER_INPUT"),
+        ("long title", document, json!({ "s": space, "t": "t".repeat(513), "c": "c" }), "BAD_USER_INPUT"),
+        ("content over 200 KB", document, json!({ "s": space, "t": "t", "c": "c".repeat(200 * 1024 + 1) }), "BAD_USER_INPUT"),
+        ("key expiring in the past", CREATE_KEY, json!({ "input": { "knowledgeSpaceId": space, "name": "k", "expiresAt": past } }), "BAD_USER_INPUT"),
+        ("long key name", CREATE_KEY, json!({ "input": { "knowledgeSpaceId": space, "name": "k".repeat(256) } }), "BAD_USER_INPUT"),
+        ("not a UUID", crate::api_support::READ_TASK, json!({ "id": "nope" }), "BAD_USER_INPUT"),
+        ("too complex", too_complex, json!({ "s": space }), "TOO_COMPLEX"),
+    ];
+    for (what, query, variables, expected) in cases {
+        let (status, body) = api.server.post(Some(&token), query, variables).await?;
+        ensure!(status < 500, "{what}: status {status}: {body}");
+        let code = kfs_tests::server::first_error_code(&body);
+        ensure!(code.as_deref() == Some(expected), "{what}: expected {expected}, got {body}");
+    }
+    let resume_after = json!({ "id": task["id"], "v": null });
+    let pause_later = PAUSE.replace("expectedRowVersion: $v)", "expectedRowVersion: $v, resumeAfter: \"2000-01-01T00:00:00Z\")");
+    ensure!(api.code(Some(&token), &pause_later, resume_after).await? == "BAD_USER_INPUT");
+    api.stop().await;
+    Ok(())
+}
+
+/// GraphiQL's introspection query (graphql-js `getIntrospectionQuery`, nine `ofType` levels).
+async fn the_graphiql_introspection_query_is_allowed(db: TestDb) -> anyhow::Result<()> {
+    let api = Api::start(&db).await?;
+    let mut type_ref = String::from("kind name");
+    for _ in 0..9 {
+        type_ref = format!("kind name ofType {{ {type_ref} }}");
+    }
+    let query = format!(
+        "query IntrospectionQuery {{ __schema {{ queryType {{ name }} mutationType {{ name }} subscriptionType {{ name }} \
+         types {{ ...FullType }} directives {{ name description locations args {{ ...InputValue }} }} }} }} \
+         fragment FullType on __Type {{ kind name description \
+           fields(includeDeprecated: true) {{ name description args {{ ...InputValue }} type {{ ...TypeRef }} isDeprecated deprecationReason }} \
+           inputFields {{ ...InputValue }} interfaces {{ ...TypeRef }} \
+           enumValues(includeDeprecated: true) {{ name description isDeprecated deprecationReason }} possibleTypes {{ ...TypeRef }} }} \
+         fragment InputValue on __InputValue {{ name description type {{ ...TypeRef }} defaultValue }} \
+         fragment TypeRef on __Type {{ {type_ref} }}"
+    );
+    let data = api.data(None, &query, json!({})).await?;
+    ensure!(data["__schema"]["queryType"]["name"] == "Query", "{data}");
+    ensure!(data["__schema"]["subscriptionType"]["name"] == "Subscription", "{data}");
+    api.stop().await;
+    Ok(())
+}
