@@ -27,6 +27,14 @@ pub struct Settings {
     pub max_body_bytes: usize,
     /// `KFS_WS_INIT_TIMEOUT_MS`: how long a WebSocket may wait before `connection_init`.
     pub ws_init_timeout_ms: u64,
+    /// `KFS_WS_PING_INTERVAL_MS`: how often the server pings an idle WebSocket.
+    pub ws_ping_interval_ms: u64,
+    /// `KFS_WS_MAX_CONNECTIONS`: open WebSockets one process accepts.
+    pub ws_max_connections: usize,
+    /// `KFS_WS_MAX_SUBSCRIPTIONS`: operations one WebSocket may run at once.
+    pub ws_max_subscriptions: usize,
+    /// `KFS_WS_SEND_QUEUE`: messages that may wait for a slow client before it is closed.
+    pub ws_send_queue: usize,
     /// `KFS_WORKER__*`: the worker loops' settings.
     #[serde(default)]
     pub worker: WorkerSettings,
@@ -41,6 +49,10 @@ struct Defaults {
     embedded_worker: bool,
     max_body_bytes: usize,
     ws_init_timeout_ms: u64,
+    ws_ping_interval_ms: u64,
+    ws_max_connections: usize,
+    ws_max_subscriptions: usize,
+    ws_send_queue: usize,
 }
 
 impl Default for Defaults {
@@ -52,6 +64,10 @@ impl Default for Defaults {
             embedded_worker: true,
             max_body_bytes: 1024 * 1024,
             ws_init_timeout_ms: 10_000,
+            ws_ping_interval_ms: 15_000,
+            ws_max_connections: 10_000,
+            ws_max_subscriptions: 100,
+            ws_send_queue: 256,
         }
     }
 }

@@ -7,6 +7,7 @@ use anyhow::Context;
 use axum::Router;
 use axum::routing::get;
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower_http::trace::TraceLayer;
@@ -14,7 +15,7 @@ use worker::Notifier;
 
 use crate::config::Settings;
 use crate::graphql::build_schema;
-use crate::http::{self, GraphqlEndpoint};
+use crate::http::{self, ConnectionLimits, GraphqlEndpoint, WsEndpoint};
 use crate::state::AppState;
 
 /// A server that is accepting connections.
@@ -48,12 +49,25 @@ impl RunningServer {
     }
 }
 
-/// The router for a state: GraphQL over HTTP and WebSocket, GraphiQL, health.
-pub fn router(state: AppState) -> Router {
+/// The router for a state: GraphQL over HTTP and WebSocket, GraphiQL, health, metrics.
+/// `shutdown` closes open WebSockets when the server stops.
+pub fn router(state: AppState, shutdown: CancellationToken) -> Router {
+    let settings = &state.settings;
     let endpoint = GraphqlEndpoint { schema: build_schema(state.clone()), state: state.clone() };
+    let ws = WsEndpoint {
+        graphql: endpoint.clone(),
+        connections: Arc::new(Semaphore::new(settings.ws_max_connections)),
+        limits: ConnectionLimits::new(
+            settings.ws_init_timeout_ms,
+            settings.ws_ping_interval_ms,
+            settings.ws_max_subscriptions,
+            settings.ws_send_queue,
+        ),
+        shutdown,
+    };
+    let websocket = Router::new().route("/graphql/ws", get(http::graphql_ws)).with_state(ws);
     let graphql = Router::new()
         .route("/graphql", get(http::graphql_get).post(http::graphql_post))
-        .route("/graphql/ws", get(http::graphql_ws))
         .with_state(endpoint);
     let health = Router::new()
         .route("/healthz", get(http::healthz))
@@ -63,6 +77,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/graphiql", get(http::graphiql))
         .merge(graphql)
+        .merge(websocket)
         .merge(health)
         .layer(axum::middleware::from_fn(http::track_metrics))
         .layer(TraceLayer::new_for_http())
@@ -91,7 +106,7 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
     if settings.embedded_worker {
         worker::runtime::spawn(db, notifier, settings.worker.clone(), shutdown.clone(), &tracker);
     }
-    let app = router(state.clone());
+    let app = router(state.clone(), shutdown.clone());
     let stop = shutdown.clone();
     tracker.spawn(async move {
         let serve = axum::serve(listener, app).with_graceful_shutdown(async move { stop.cancelled().await });

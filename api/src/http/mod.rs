@@ -1,6 +1,6 @@
 //! The HTTP surface: GraphQL over HTTP, the WebSocket endpoint, GraphiQL and health.
 
-mod error_codes;
+pub(crate) mod error_codes;
 mod graphiql;
 mod graphql_http;
 mod health;
@@ -13,4 +13,4 @@ pub use graphiql::graphiql;
 pub use graphql_http::{GraphqlEndpoint, graphql_get, graphql_post};
 pub use health::{healthz, readyz};
 pub use metrics::{install as install_metrics, metrics, track as track_metrics};
-pub use ws::graphql_ws;
+pub use ws::{ConnectionLimits, WsEndpoint, graphql_ws};

@@ -1,0 +1,66 @@
+//! `GET /graphql/ws`: GraphQL over WebSocket, `graphql-transport-ws` to the letter and the
+//! legacy `graphql-ws`. The credential comes in the `connection_init` payload:
+//! `{"Authorization": "Bearer …"}`.
+
+mod connection;
+mod protocol;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{State, WebSocketUpgrade};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use tokio::sync::Semaphore;
+
+pub use connection::ConnectionLimits;
+use protocol::Subprotocol;
+
+use super::GraphqlEndpoint;
+
+/// What the WebSocket endpoint shares across connections.
+#[derive(Clone)]
+pub struct WsEndpoint {
+    /// The GraphQL endpoint the operations run on.
+    pub graphql: GraphqlEndpoint,
+    /// One permit per open connection: the per-process connection limit.
+    pub connections: Arc<Semaphore>,
+    /// Per-connection tunables.
+    pub limits: ConnectionLimits,
+    /// Cancelled when the server shuts down.
+    pub shutdown: tokio_util::sync::CancellationToken,
+}
+
+/// Upgrades the connection, or answers 503 when the process holds its limit already.
+pub async fn graphql_ws(State(endpoint): State<WsEndpoint>, upgrade: WebSocketUpgrade) -> Response {
+    let Ok(permit) = endpoint.connections.clone().try_acquire_owned() else {
+        return (StatusCode::SERVICE_UNAVAILABLE, "too many WebSocket connections").into_response();
+    };
+    upgrade
+        .protocols(["graphql-transport-ws", "graphql-ws"])
+        // Small buffers: an idle subscribed connection should cost kilobytes, not the
+        // 128 KiB per direction tungstenite would reserve by default.
+        .read_buffer_size(4 * 1024)
+        .write_buffer_size(0)
+        .max_write_buffer_size(256 * 1024)
+        .max_message_size(64 * 1024)
+        .max_frame_size(64 * 1024)
+        .on_upgrade(move |socket| async move {
+            let protocol = Subprotocol::from_header(socket.protocol().and_then(|value| value.to_str().ok()));
+            connection::serve(socket, protocol, endpoint.graphql, endpoint.limits, endpoint.shutdown).await;
+            drop(permit);
+        })
+}
+
+impl ConnectionLimits {
+    /// From the settings' milliseconds and counts.
+    pub fn new(init_timeout_ms: u64, ping_interval_ms: u64, max_subscriptions: usize, send_queue: usize) -> Self {
+        Self {
+            init_timeout: Duration::from_millis(init_timeout_ms),
+            ping_interval: Duration::from_millis(ping_interval_ms.max(100)),
+            max_subscriptions,
+            send_queue: send_queue.max(1),
+            send_timeout: Duration::from_secs(5),
+        }
+    }
+}
