@@ -30,6 +30,9 @@ pub fn tests() -> Vec<DbTest> {
     ]
 }
 
+/// One way to break a valid trace's binding.
+type BreakTrace = fn(&mut answer_trace::ActiveModel);
+
 const KEY_BINDING: Violation = Violation::Check("knowledge_space_permission_snapshots_api_key_binding_ck");
 const TRACE_BINDING: Violation = Violation::Check("answer_traces_permission_snapshot_binding_ck");
 const TRACE_SNAPSHOT_FK: Violation = Violation::ForeignKey(Some("answer_traces_permission_snapshot_fk"));
@@ -103,7 +106,7 @@ async fn deleting_an_api_key_that_a_snapshot_records_is_restricted(db: TestDb) -
 async fn answer_trace_binding_check_rejects_a_partial_binding(db: TestDb) -> anyhow::Result<()> {
     let task = fixtures::task(&db).await?;
     let snapshot = fixtures::snapshot(&db, &task.member, AccessChannel::Interactive).await?;
-    let cases: [(&str, fn(&mut answer_trace::ActiveModel)); 4] = [
+    let cases: [(&str, BreakTrace); 4] = [
         ("no subject", |row| row.subject_id = Set(None)),
         ("no snapshot", |row| row.permission_snapshot_id = Set(None)),
         ("revision 0", |row| row.permission_snapshot_revision = Set(Some(0))),
