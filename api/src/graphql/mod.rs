@@ -16,6 +16,9 @@ mod types;
 
 use async_graphql::{SDLExportOptions, Schema, SchemaBuilder};
 
+/// Re-exported so callers (the server, tests) build requests against this schema's own
+/// async-graphql version.
+pub use async_graphql::{Request, Response};
 pub use context::{principal, state};
 pub use mutation::MutationRoot;
 pub use query::QueryRoot;
