@@ -9,6 +9,7 @@ mod database;
 pub mod fixtures;
 pub mod harness;
 pub mod schema;
+pub mod server;
 mod violation;
 
 pub use database::{Backend, TestConfig, TestDb, database_url};

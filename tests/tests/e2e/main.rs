@@ -8,10 +8,33 @@
 
 use std::process::ExitCode;
 
+mod api_authz;
+mod api_lifecycle;
+mod api_limits;
+mod api_schema;
+mod api_subscriptions;
+mod api_support;
 mod constraints;
+mod http_contract;
 mod replay;
+mod worker_lease;
+mod worker_outbox;
+mod worker_pipeline;
+mod worker_support;
 
 fn main() -> ExitCode {
-    let db_tests = [constraints::tests(), replay::tests()].concat();
-    kfs_tests::harness::run(db_tests, Vec::new())
+    let db_tests = [
+        api_authz::tests(),
+        api_lifecycle::tests(),
+        api_limits::tests(),
+        api_subscriptions::tests(),
+        constraints::tests(),
+        http_contract::tests(),
+        replay::tests(),
+        worker_lease::tests(),
+        worker_pipeline::tests(),
+        worker_outbox::tests(),
+    ]
+    .concat();
+    kfs_tests::harness::run(db_tests, api_schema::tests())
 }

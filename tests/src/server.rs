@@ -1,0 +1,83 @@
+//! A real server on port 0 over a test database, with a GraphQL-over-HTTP client.
+use std::time::Duration;
+
+use api::auth::{Claims, mint_token};
+use api::config::Settings;
+use api::server::RunningServer;
+use secrecy::SecretString;
+use serde_json::{Value, json};
+
+/// The JWT secret every test server uses.
+pub const TEST_JWT_SECRET: &str = "kfs-test-secret-not-for-production";
+
+/// A running API server and a client for it.
+pub struct TestServer {
+    /// The server; dropped at the end of the test.
+    pub server: RunningServer,
+    /// The HTTP client.
+    pub http: reqwest::Client,
+}
+
+impl TestServer {
+    /// Starts a server on `database_url`, port 0, with the embedded worker on or off.
+    pub async fn start(database_url: &str, embedded_worker: bool) -> anyhow::Result<Self> {
+        let mut settings = Settings::load(Some(std::path::Path::new("/nonexistent/kfs.toml")))?;
+        settings.database_url = database_url.to_owned();
+        settings.listen_addr = "127.0.0.1:0".parse()?;
+        settings.jwt_secret = SecretString::from(TEST_JWT_SECRET);
+        settings.embedded_worker = embedded_worker;
+        settings.max_body_bytes = 256 * 1024;
+        let server = api::server::start(settings).await?;
+        Ok(Self { server, http: reqwest::Client::new() })
+    }
+
+    /// `http://127.0.0.1:PORT/graphql`.
+    pub fn graphql_url(&self) -> String {
+        format!("{}/graphql", self.server.base_url())
+    }
+
+    /// A token for `subject` in `tenant` (interactive channel), valid for an hour.
+    pub fn token(subject: &str, tenant: &str) -> String {
+        Self::token_with(subject, tenant, None, chrono_now() + 3600)
+    }
+
+    /// A token with every claim chosen by the test.
+    pub fn token_with(subject: &str, tenant: &str, channel: Option<&str>, exp: i64) -> String {
+        let claims = Claims { sub: subject.to_owned(), tenant: tenant.to_owned(), channel: channel.map(str::to_owned), exp };
+        mint_token(&SecretString::from(TEST_JWT_SECRET), &claims).unwrap_or_default()
+    }
+
+    /// POSTs a GraphQL request as `application/json`; returns the status and the body.
+    pub async fn post(&self, bearer: Option<&str>, query: &str, variables: Value) -> anyhow::Result<(u16, Value)> {
+        let mut request = self
+            .http
+            .post(self.graphql_url())
+            .header("content-type", "application/json")
+            .json(&json!({ "query": query, "variables": variables }));
+        if let Some(bearer) = bearer {
+            request = request.header("authorization", format!("Bearer {bearer}"));
+        }
+        let response = request.send().await?;
+        let status = response.status().as_u16();
+        let body = response.json::<Value>().await.unwrap_or(Value::Null);
+        Ok((status, body))
+    }
+
+    /// Stops the server and its loops.
+    pub async fn stop(self) {
+        self.server.shutdown(Duration::from_secs(5)).await;
+    }
+}
+
+/// Seconds since the epoch.
+pub fn chrono_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_secs() as i64)
+        .unwrap_or_default()
+}
+
+/// The `extensions.code` of the first error, if any.
+pub fn first_error_code(body: &Value) -> Option<String> {
+    body.pointer("/errors/0/extensions/code").and_then(Value::as_str).map(str::to_owned)
+}
