@@ -15,6 +15,7 @@ use worker::Notifier;
 
 use crate::config::Settings;
 use crate::graphql::build_schema;
+use crate::live::{self, LiveHub};
 use crate::http::{self, ConnectionLimits, GraphqlEndpoint, WsEndpoint};
 use crate::state::AppState;
 
@@ -100,8 +101,10 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
     http::install_metrics();
     let notifier = Notifier::new();
     let settings = Arc::new(settings);
-    let state = AppState { db: db.clone(), notifier: notifier.clone(), settings: settings.clone() };
     let shutdown = CancellationToken::new();
+    let live = LiveHub::start(db.clone(), &notifier, shutdown.clone());
+    live::spawn_postgres_listener(&db, live.clone(), notifier.clone(), shutdown.clone());
+    let state = AppState { db: db.clone(), notifier: notifier.clone(), settings: settings.clone(), live };
     let tracker = TaskTracker::new();
     if settings.embedded_worker {
         worker::runtime::spawn(db, notifier, settings.worker.clone(), shutdown.clone(), &tracker);

@@ -5,6 +5,7 @@ use sea_orm::DatabaseConnection;
 use worker::Notifier;
 
 use crate::config::Settings;
+use crate::live::LiveHub;
 
 /// Shared application state: the pool, the in-process notifier and the settings.
 #[derive(Clone)]
@@ -15,4 +16,6 @@ pub struct AppState {
     pub notifier: Notifier,
     /// Settings loaded once at start.
     pub settings: Arc<Settings>,
+    /// Live fan-out of task events to subscriptions.
+    pub live: LiveHub,
 }

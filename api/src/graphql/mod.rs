@@ -6,7 +6,6 @@ mod access;
 mod connection;
 mod context;
 mod enums;
-mod feed;
 pub mod limits;
 mod lists;
 mod mutation;

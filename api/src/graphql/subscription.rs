@@ -6,7 +6,7 @@ use uuid::Uuid;
 
 use super::access::visible_task;
 use super::context::{principal, state};
-use super::feed::{JournalRow, follow};
+use crate::live::{JournalRow, follow};
 use super::limits::after_sequence;
 use super::types::{ResearchTaskPartialResult, ResearchTaskProgressEvent};
 use crate::error::{ApiError, IntoGql};
@@ -50,6 +50,6 @@ async fn start<R: JournalRow>(
     let (caller, app) = (principal(ctx)?, state(ctx)?);
     let after = after_sequence(after)?;
     visible_task(&app.db, caller, task_id).await?.ok_or(ApiError::NotFound)?;
-    let rows = follow::<R>(app.clone(), caller.clone(), task_id, after);
+    let rows = follow::<R>(app, caller.clone(), task_id, after);
     Ok(rows.map(|row| row.map_err(|error| error.extend())))
 }

@@ -88,3 +88,27 @@ pub async fn partials_after<C: ConnectionTrait>(
         .all(conn)
         .await
 }
+
+/// The task's highest progress sequence so far (0 for none).
+pub async fn last_progress_sequence<C: ConnectionTrait>(conn: &C, task_id: Uuid) -> Result<i32, DbErr> {
+    let last: Option<Option<i32>> = progress::Entity::find()
+        .select_only()
+        .column_as(progress::Column::Sequence.max(), "last")
+        .filter(progress::Column::ResearchTaskJobId.eq(task_id))
+        .into_tuple()
+        .one(conn)
+        .await?;
+    Ok(last.flatten().unwrap_or(0))
+}
+
+/// The task's highest partial-result sequence so far (0 for none).
+pub async fn last_partial_sequence<C: ConnectionTrait>(conn: &C, task_id: Uuid) -> Result<i32, DbErr> {
+    let last: Option<Option<i32>> = partial::Entity::find()
+        .select_only()
+        .column_as(partial::Column::Sequence.max(), "last")
+        .filter(partial::Column::ResearchTaskJobId.eq(task_id))
+        .into_tuple()
+        .one(conn)
+        .await?;
+    Ok(last.flatten().unwrap_or(0))
+}

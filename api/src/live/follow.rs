@@ -1,0 +1,204 @@
+//! One subscription: replay from the database after the client's sequence, then follow the
+//! task's topic. Each sequence is delivered exactly once and in order: live rows at or
+//! below the last delivered one are skipped, and a gap (or a lagging receiver) sends the
+//! subscription back to the database for exactly the missing rows.
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use entity::{research_task_partial_result as partial, research_task_progress_event as progress};
+use futures_util::Stream;
+use sea_orm::{DatabaseConnection, DbErr};
+use tokio::sync::broadcast::{self, error::RecvError};
+use uuid::Uuid;
+
+use super::topic::HasSequence;
+use super::{LiveHub, Topic, TopicEvent};
+use crate::auth::Principal;
+use crate::error::ApiError;
+use crate::state::AppState;
+use crate::store::tasks;
+
+/// Rows read per database round trip.
+const BATCH: u64 = 100;
+/// How often an idle subscription checks that its topic still runs.
+const TOPIC_CHECK: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A row of a task's journal that a subscription delivers.
+pub trait JournalRow: HasSequence + Clone + Send + Sync + 'static {
+    /// Up to `limit` rows of the task after sequence `after`, in order.
+    fn fetch(db: &DatabaseConnection, task_id: Uuid, after: i32, limit: u64) -> impl Future<Output = Result<Vec<Self>, DbErr>> + Send;
+    /// This kind's row in a topic event, if the event carries one.
+    fn from_event(event: &TopicEvent) -> Option<Arc<Self>>;
+    /// Whether nothing can follow this row (a progress event into a terminal stage).
+    fn ends_feed(&self) -> bool;
+}
+
+impl JournalRow for progress::Model {
+    fn fetch(db: &DatabaseConnection, task_id: Uuid, after: i32, limit: u64) -> impl Future<Output = Result<Vec<Self>, DbErr>> + Send {
+        tasks::progress_after(db, task_id, after, limit)
+    }
+    fn from_event(event: &TopicEvent) -> Option<Arc<Self>> {
+        match event {
+            TopicEvent::Progress(row) => Some(row.clone()),
+            _ => None,
+        }
+    }
+    fn ends_feed(&self) -> bool {
+        self.stage.is_terminal()
+    }
+}
+
+impl JournalRow for partial::Model {
+    fn fetch(db: &DatabaseConnection, task_id: Uuid, after: i32, limit: u64) -> impl Future<Output = Result<Vec<Self>, DbErr>> + Send {
+        tasks::partials_after(db, task_id, after, limit)
+    }
+    fn from_event(event: &TopicEvent) -> Option<Arc<Self>> {
+        match event {
+            TopicEvent::Partial(row) => Some(row.clone()),
+            _ => None,
+        }
+    }
+    fn ends_feed(&self) -> bool {
+        false
+    }
+}
+
+/// Where a subscription stands.
+enum Phase {
+    /// Reading from the database until it has nothing more.
+    Replay,
+    /// Following the topic.
+    Live,
+    /// The task ended: drain what the database still holds, then stop.
+    Draining,
+    /// Over.
+    Done,
+}
+
+struct Subscription<R> {
+    hub: LiveHub,
+    db: DatabaseConnection,
+    caller: Principal,
+    task_id: Uuid,
+    last: i32,
+    events: broadcast::Receiver<TopicEvent>,
+    topic: Arc<Topic>,
+    pending: VecDeque<R>,
+    phase: Phase,
+}
+
+/// Follows the task's journal after `after`. The caller checked visibility already.
+pub fn follow<R: JournalRow>(app: &AppState, caller: Principal, task_id: Uuid, after: i32) -> impl Stream<Item = Result<R, ApiError>> + use<R> {
+    let (topic, events) = app.live.subscribe(task_id);
+    let subscription = Subscription {
+        hub: app.live.clone(),
+        db: app.db.clone(),
+        caller,
+        task_id,
+        last: after,
+        events,
+        topic,
+        pending: VecDeque::new(),
+        phase: Phase::Replay,
+    };
+    futures_util::stream::unfold(subscription, |mut subscription| async move {
+        let item = subscription.next().await?;
+        Some((item, subscription))
+    })
+}
+
+impl<R: JournalRow> Subscription<R> {
+    async fn next(&mut self) -> Option<Result<R, ApiError>> {
+        loop {
+            if let Some(row) = self.pending.pop_front() {
+                self.last = row.sequence();
+                if row.ends_feed() {
+                    self.phase = Phase::Done;
+                    self.pending.clear();
+                }
+                return Some(Ok(row));
+            }
+            let step = match self.phase {
+                Phase::Done => return None,
+                Phase::Replay => self.replay().await,
+                Phase::Draining => self.drain().await,
+                Phase::Live => self.live().await,
+            };
+            if let Err(error) = step {
+                self.phase = Phase::Done;
+                return Some(Err(error));
+            }
+        }
+    }
+
+    /// Reads the next batch from the database; when it is empty, goes live (or ends, for a
+    /// task that was terminal already).
+    async fn replay(&mut self) -> Result<(), ApiError> {
+        let task = tasks::find(&self.db, self.task_id).await?.ok_or(ApiError::NotFound)?;
+        let rows = R::fetch(&self.db, self.task_id, self.last, BATCH).await?;
+        if rows.is_empty() {
+            self.phase = if task.stage.is_terminal() { Phase::Done } else { Phase::Live };
+        }
+        self.pending.extend(rows);
+        Ok(())
+    }
+
+    /// After the task ended: whatever the database holds past the last delivered row.
+    async fn drain(&mut self) -> Result<(), ApiError> {
+        let rows = R::fetch(&self.db, self.task_id, self.last, BATCH).await?;
+        if rows.is_empty() {
+            self.phase = Phase::Done;
+        }
+        self.pending.extend(rows);
+        Ok(())
+    }
+
+    /// Waits for the next topic event that concerns this subscription.
+    async fn live(&mut self) -> Result<(), ApiError> {
+        let expiry = self.caller.expires_at.map(|at| at - entity::now_millis());
+        let expired = async {
+            match expiry {
+                Some(left) => tokio::time::sleep(std::time::Duration::from_millis(left.max(0) as u64)).await,
+                None => std::future::pending().await,
+            }
+        };
+        let event = tokio::select! {
+            () = expired => return Err(ApiError::Unauthenticated),
+            event = self.events.recv() => event,
+            () = tokio::time::sleep(TOPIC_CHECK) => {
+                // A topic whose driver stopped on a database error broadcasts nothing more:
+                // take a fresh one and catch up from the database.
+                if self.topic.is_closed() {
+                    (self.topic, self.events) = self.hub.subscribe(self.task_id);
+                    self.phase = Phase::Replay;
+                }
+                return Ok(());
+            }
+        };
+        match event {
+            Ok(TopicEvent::GrantRevoked) => Err(ApiError::Forbidden),
+            Ok(TopicEvent::Ended) | Err(RecvError::Closed) => {
+                self.phase = Phase::Draining;
+                Ok(())
+            }
+            // Fell behind the topic: the database has every row the receiver dropped.
+            Err(RecvError::Lagged(_)) => {
+                self.phase = Phase::Replay;
+                Ok(())
+            }
+            Ok(event) => {
+                if let Some(row) = R::from_event(&event) {
+                    let sequence = row.sequence();
+                    if sequence == self.last + 1 {
+                        self.pending.push_back((*row).clone());
+                    } else if sequence > self.last + 1 {
+                        // Rows between the replay and this one reached the topic before we
+                        // subscribed to it: read them (and this one) from the database.
+                        self.phase = Phase::Replay;
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+}

@@ -1,0 +1,80 @@
+//! The process's topics, created on first subscription and dropped when their last
+//! subscriber leaves.
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sea_orm::DatabaseConnection;
+use tokio::sync::broadcast::{self, error::RecvError};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+use worker::Notifier;
+
+use super::{Topic, TopicEvent};
+
+/// How often a topic reads even without a wake-up, and re-checks the task's grant: a
+/// revoked grant ends subscriptions within this time.
+pub const POLL: Duration = Duration::from_millis(500);
+
+/// Every followed task of this process.
+#[derive(Clone)]
+pub struct LiveHub {
+    db: DatabaseConnection,
+    topics: Arc<Mutex<HashMap<Uuid, Arc<Topic>>>>,
+}
+
+impl LiveHub {
+    /// A hub that hears `notifier`'s signals (this process's commits, and other
+    /// processes' through the PostgreSQL listener) until `shutdown`.
+    pub fn start(db: DatabaseConnection, notifier: &Notifier, shutdown: CancellationToken) -> Self {
+        let hub = Self { db, topics: Arc::default() };
+        let mut signals = notifier.subscribe();
+        let dispatcher = hub.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    received = signals.recv() => match received {
+                        Ok(signal) => dispatcher.wake(Some(signal.task_id)),
+                        // Missed signals: wake everyone; each topic reads after its cursor.
+                        Err(RecvError::Lagged(_)) => dispatcher.wake(None),
+                        Err(RecvError::Closed) => return,
+                    },
+                }
+            }
+        });
+        hub
+    }
+
+    /// Subscribes to a task's topic, starting it if nobody follows the task yet. Call it
+    /// before replaying from the database, so nothing falls between replay and live. The
+    /// receiver exists before the driver starts, so the driver never sees an empty topic
+    /// and stops before its first subscriber arrives.
+    pub fn subscribe(&self, task_id: Uuid) -> (Arc<Topic>, broadcast::Receiver<TopicEvent>) {
+        let mut topics = self.topics.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        topics.retain(|_, topic| !topic.is_closed());
+        if let Some(topic) = topics.get(&task_id) {
+            let receiver = topic.subscribe();
+            return (topic.clone(), receiver);
+        }
+        let topic = Topic::new(task_id);
+        let receiver = topic.subscribe();
+        topics.insert(task_id, topic.clone());
+        metrics::gauge!("live_topics").set(topics.len() as f64);
+        tokio::spawn(topic.clone().drive(self.db.clone(), POLL));
+        (topic, receiver)
+    }
+
+    /// Wakes one task's topic, or every topic (`None`, after a missed notification).
+    pub fn wake(&self, task_id: Option<Uuid>) {
+        let topics = self.topics.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match task_id {
+            Some(id) => {
+                if let Some(topic) = topics.get(&id) {
+                    topic.wake();
+                }
+            }
+            None => topics.values().for_each(|topic| topic.wake()),
+        }
+    }
+}

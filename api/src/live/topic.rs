@@ -1,0 +1,141 @@
+//! One followed task: a driver that reads new rows once and broadcasts them.
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use entity::{research_task_partial_result as partial, research_task_progress_event as progress};
+use sea_orm::{DatabaseConnection, DbErr};
+use tokio::sync::{Notify, broadcast};
+use uuid::Uuid;
+
+use super::JournalRow;
+use crate::store::tasks;
+
+/// What subscribers of a task hear.
+#[derive(Debug, Clone)]
+pub enum TopicEvent {
+    /// A new progress event (in sequence order).
+    Progress(Arc<progress::Model>),
+    /// A new partial result (in sequence order).
+    Partial(Arc<partial::Model>),
+    /// The task's grant no longer holds: every subscription ends with an error.
+    GrantRevoked,
+    /// The task is terminal and everything it wrote has been broadcast.
+    Ended,
+}
+
+/// How many events a subscriber may fall behind before it re-reads from the database.
+const CAPACITY: usize = 256;
+/// Rows read per round trip.
+const BATCH: u64 = 100;
+
+/// A followed task.
+pub struct Topic {
+    /// The task.
+    pub task_id: Uuid,
+    sender: broadcast::Sender<TopicEvent>,
+    wake: Notify,
+    closed: AtomicBool,
+}
+
+impl Topic {
+    pub(super) fn new(task_id: Uuid) -> Arc<Self> {
+        let (sender, _) = broadcast::channel(CAPACITY);
+        Arc::new(Self { task_id, sender, wake: Notify::new(), closed: AtomicBool::new(false) })
+    }
+
+    /// Follows the task's events from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<TopicEvent> {
+        self.sender.subscribe()
+    }
+
+    /// Something about the task may have changed: read again now.
+    pub fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    /// Whether the driver stopped (no subscribers left, or the task ended).
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Reads and broadcasts until nobody listens or the task ends. Polls every
+    /// `poll` even without a wake-up: correctness never depends on a notification.
+    pub(super) async fn drive(self: Arc<Self>, db: DatabaseConnection, poll: Duration) {
+        let outcome = self.run(&db, poll).await;
+        if let Err(error) = outcome {
+            tracing::warn!(task.id = %self.task_id, error = %error, "live topic stopped reading; subscribers fall back to the database");
+        }
+        self.closed.store(true, Ordering::Release);
+    }
+
+    async fn run(&self, db: &DatabaseConnection, poll: Duration) -> Result<(), DbErr> {
+        // Start from what is committed now: subscribers replay the past themselves.
+        let mut last_progress = tasks::last_progress_sequence(db, self.task_id).await?;
+        let mut last_partial = tasks::last_partial_sequence(db, self.task_id).await?;
+        loop {
+            if self.sender.receiver_count() == 0 {
+                return Ok(());
+            }
+            // The stage is read before the rows: a task seen terminal has committed
+            // every row it will ever write, so the reads below see them all.
+            let task = tasks::find(db, self.task_id).await?;
+            let Some(task) = task else {
+                let _ = self.sender.send(TopicEvent::Ended);
+                return Ok(());
+            };
+            if worker::grant::check(db, task.permission_snapshot_id).await?.is_err() {
+                let _ = self.sender.send(TopicEvent::GrantRevoked);
+                return Ok(());
+            }
+            for row in read_all::<progress::Model>(db, self.task_id, last_progress).await? {
+                last_progress = row.sequence;
+                let _ = self.sender.send(TopicEvent::Progress(Arc::new(row)));
+            }
+            for row in read_all::<partial::Model>(db, self.task_id, last_partial).await? {
+                last_partial = row.sequence;
+                let _ = self.sender.send(TopicEvent::Partial(Arc::new(row)));
+            }
+            if task.stage.is_terminal() {
+                let _ = self.sender.send(TopicEvent::Ended);
+                return Ok(());
+            }
+            let _ = tokio::time::timeout(poll, self.wake.notified()).await;
+        }
+    }
+}
+
+/// Every row after `after`, in batches.
+async fn read_all<R: JournalRow>(db: &DatabaseConnection, task_id: Uuid, after: i32) -> Result<Vec<R>, DbErr> {
+    let mut rows = Vec::new();
+    let mut cursor = after;
+    loop {
+        let batch = R::fetch(db, task_id, cursor, BATCH).await?;
+        let full = batch.len() as u64 == BATCH;
+        if let Some(last) = batch.last() {
+            cursor = last.sequence();
+        }
+        rows.extend(batch);
+        if !full {
+            return Ok(rows);
+        }
+    }
+}
+
+/// A journal row's sequence.
+pub trait HasSequence {
+    /// 1, 2, 3… per task.
+    fn sequence(&self) -> i32;
+}
+
+impl HasSequence for progress::Model {
+    fn sequence(&self) -> i32 {
+        self.sequence
+    }
+}
+
+impl HasSequence for partial::Model {
+    fn sequence(&self) -> i32 {
+        self.sequence
+    }
+}
