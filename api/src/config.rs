@@ -35,7 +35,7 @@ pub struct Settings {
     pub ws_max_subscriptions: usize,
     /// `KFS_WS_SEND_QUEUE`: messages that may wait for a slow client before it is closed.
     pub ws_send_queue: usize,
-    /// `KFS_WORKER__*`: the worker loops' settings.
+    /// `KFS_WORKER_<FIELD>`: the worker loops' settings.
     #[serde(default)]
     pub worker: WorkerSettings,
 }
@@ -74,12 +74,14 @@ impl Default for Defaults {
 
 impl Settings {
     /// Loads defaults, then the TOML file (the given path, or `kfs.toml` if present), then
-    /// `KFS_*` variables (nested with `__`), then `DATABASE_URL`.
+    /// `KFS_*` variables (`KFS_WORKER_<FIELD>` for the worker's), then `DATABASE_URL`.
     pub fn load(file: Option<&Path>) -> Result<Self, figment::Error> {
         let file: PathBuf = file.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("kfs.toml"));
         Figment::from(Serialized::defaults(Defaults::default()))
             .merge(Toml::file(file))
-            .merge(Env::prefixed("KFS_").split("__"))
+            .merge(Env::prefixed("KFS_"))
+            // The same spelling the standalone worker reads: KFS_WORKER_LEASE_MS and so on.
+            .merge(Env::prefixed("KFS_WORKER_").map(|key| format!("worker.{key}").into()))
             .merge(Env::raw().only(&["DATABASE_URL"]))
             .extract()
     }
@@ -104,5 +106,42 @@ impl Settings {
             Some(dir) if !dir.as_os_str().is_empty() && path != ":memory:" => std::fs::create_dir_all(dir),
             _ => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use figment::Jail;
+
+    use super::*;
+
+    #[test]
+    fn environment_overrides_the_file_and_the_defaults() {
+        Jail::expect_with(|jail| {
+            jail.clear_env();
+            jail.create_file("kfs.toml", "listen_addr = \"127.0.0.1:9000\"\nembedded_worker = false\n[worker]\nlease_ms = 5000\n")?;
+            jail.set_env("KFS_LISTEN_ADDR", "127.0.0.1:0");
+            jail.set_env("KFS_WORKER_POLL_INTERVAL_MS", "250");
+            jail.set_env("DATABASE_URL", "postgres://db.example/kfs");
+            let settings = Settings::load(None).map_err(|error| error.to_string())?;
+            assert_eq!(settings.listen_addr.to_string(), "127.0.0.1:0");
+            assert!(!settings.embedded_worker, "the file's value stands where no variable overrides it");
+            assert_eq!(settings.worker.lease_ms, 5000);
+            assert_eq!(settings.worker.poll_interval_ms, 250);
+            assert_eq!(settings.database_url, "postgres://db.example/kfs");
+            assert!(!settings.is_sqlite());
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn with_nothing_configured_the_server_runs_embedded_on_sqlite() {
+        Jail::expect_with(|jail| {
+            jail.clear_env();
+            let settings = Settings::load(None).map_err(|error| error.to_string())?;
+            assert!(settings.is_sqlite() && settings.embedded_worker && settings.uses_development_secret());
+            assert_eq!(settings.listen_addr.to_string(), "127.0.0.1:8000");
+            Ok(())
+        });
     }
 }
