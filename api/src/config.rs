@@ -75,7 +75,7 @@ impl Default for Defaults {
 impl Settings {
     /// Loads defaults, then the TOML file (the given path, or `kfs.toml` if present), then
     /// `KFS_*` variables (`KFS_WORKER_<FIELD>` for the worker's), then `DATABASE_URL`.
-    pub fn load(file: Option<&Path>) -> Result<Self, figment::Error> {
+    pub fn load(file: Option<&Path>) -> Result<Self, Box<figment::Error>> {
         let file: PathBuf = file.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("kfs.toml"));
         Figment::from(Serialized::defaults(Defaults::default()))
             .merge(Toml::file(file))
@@ -84,6 +84,7 @@ impl Settings {
             .merge(Env::prefixed("KFS_WORKER_").map(|key| format!("worker.{key}").into()))
             .merge(Env::raw().only(&["DATABASE_URL"]))
             .extract()
+            .map_err(Box::new)
     }
 
     /// Whether this runs on the embedded SQLite database.
@@ -110,6 +111,7 @@ impl Settings {
 }
 
 #[cfg(test)]
+#[expect(clippy::result_large_err, reason = "figment's Jail fixes the closure's error type")]
 mod tests {
     use figment::Jail;
 
