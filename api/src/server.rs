@@ -74,9 +74,9 @@ pub fn router(state: AppState, shutdown: CancellationToken) -> Router {
         .route("/healthz", get(http::healthz))
         .route("/readyz", get(http::readyz))
         .route("/metrics", get(http::metrics))
+        .route("/graphiql", get(http::graphiql))
         .with_state(state);
     Router::new()
-        .route("/graphiql", get(http::graphiql))
         .merge(graphql)
         .merge(websocket)
         .merge(health)

@@ -15,7 +15,9 @@ use crate::state::AppState;
 /// Resolves an `Authorization` header value. No header means an anonymous request
 /// (`Ok(None)`); a header that names no valid credential is `Unauthenticated`.
 pub async fn authenticate(state: &AppState, header: Option<&str>) -> Result<Option<Principal>, ApiError> {
-    let Some(header) = header else {
+    // An empty header (or a bare `Bearer `, as a blank GraphiQL template sends) is no
+    // credential at all: the request is anonymous, not refused.
+    let Some(header) = header.map(str::trim).filter(|header| !header.is_empty() && !header.eq_ignore_ascii_case("bearer")) else {
         return Ok(None);
     };
     let credential = header
