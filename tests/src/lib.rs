@@ -1,6 +1,7 @@
 //! The shared test harness: a fresh migrated database per test on SQLite and PostgreSQL
 //! ([`TestDb`]), a libtest-compatible runner that turns each database test into one trial
-//! per backend ([`harness`]), fixtures, constraint assertions and schema dumps.
+//! per backend ([`harness`]), fixtures, constraint assertions, schema dumps, a real server on
+//! port 0 ([`server`]) and a GraphQL-over-WebSocket client for it ([`ws`]).
 //!
 //! Test binaries declare `harness = false`, list their tests with [`db_tests!`] and
 //! [`plain_tests!`], and call [`harness::run`] from `main`.
@@ -11,6 +12,7 @@ pub mod harness;
 pub mod schema;
 pub mod server;
 mod violation;
+pub mod ws;
 
 pub use database::{Backend, TestConfig, TestDb, database_url};
 pub use harness::{DbTest, PlainTest};

@@ -21,12 +21,20 @@ pub struct TestServer {
 impl TestServer {
     /// Starts a server on `database_url`, port 0, with the embedded worker on or off.
     pub async fn start(database_url: &str, embedded_worker: bool) -> anyhow::Result<Self> {
+        Self::start_with(database_url, |settings| settings.embedded_worker = embedded_worker).await
+    }
+
+    /// Starts a server on `database_url`, port 0, with the settings [`start`](Self::start)
+    /// uses (embedded worker off) changed by `tweak`: a short WebSocket init timeout or
+    /// ping interval, a lower limit, the embedded worker on.
+    pub async fn start_with(database_url: &str, tweak: impl FnOnce(&mut Settings)) -> anyhow::Result<Self> {
         let mut settings = Settings::load(Some(std::path::Path::new("/nonexistent/kfs.toml")))?;
         settings.database_url = database_url.to_owned();
         settings.listen_addr = "127.0.0.1:0".parse()?;
         settings.jwt_secret = SecretString::from(TEST_JWT_SECRET);
-        settings.embedded_worker = embedded_worker;
+        settings.embedded_worker = false;
         settings.max_body_bytes = 256 * 1024;
+        tweak(&mut settings);
         let server = api::server::start(settings).await?;
         Ok(Self { server, http: reqwest::Client::new() })
     }
@@ -34,6 +42,11 @@ impl TestServer {
     /// `http://127.0.0.1:PORT/graphql`.
     pub fn graphql_url(&self) -> String {
         format!("{}/graphql", self.server.base_url())
+    }
+
+    /// `ws://127.0.0.1:PORT/graphql/ws`.
+    pub fn ws_url(&self) -> String {
+        format!("ws://{}/graphql/ws", self.server.addr)
     }
 
     /// A token for `subject` in `tenant` (interactive channel), valid for an hour.
