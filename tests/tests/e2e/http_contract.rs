@@ -22,7 +22,7 @@ pub fn tests() -> Vec<DbTest> {
 }
 
 /// Installs the Node clients once per process (`npm ci` needs the registry only once).
-fn node_clients() -> anyhow::Result<std::path::PathBuf> {
+pub(crate) fn node_clients() -> anyhow::Result<std::path::PathBuf> {
     static INSTALL: Mutex<()> = Mutex::new(());
     let _guard = INSTALL.lock().map_err(|_| anyhow::anyhow!("npm install lock poisoned"))?;
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf();

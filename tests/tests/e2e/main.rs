@@ -16,6 +16,11 @@ mod api_subscriptions;
 mod api_support;
 mod constraints;
 mod http_contract;
+mod live_protocol;
+mod live_replay;
+mod live_revocation;
+mod live_support;
+mod live_worker;
 mod replay;
 mod worker_lease;
 mod worker_outbox;
@@ -30,6 +35,10 @@ fn main() -> ExitCode {
         api_subscriptions::tests(),
         constraints::tests(),
         http_contract::tests(),
+        live_protocol::tests(),
+        live_replay::tests(),
+        live_revocation::tests(),
+        live_worker::tests(),
         replay::tests(),
         worker_lease::tests(),
         worker_pipeline::tests(),
