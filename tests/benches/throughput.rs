@@ -1,0 +1,204 @@
+//! Throughput of the built-in engine: how many research tasks per second one and two
+//! worker runtimes finish on a small corpus, on SQLite and on PostgreSQL.
+//!
+//! Run it with `cargo bench -p kfs-tests --bench throughput`; the PostgreSQL rows need
+//! `KFS_TEST_POSTGRES_URL` (an admin URL, as for the tests) and are skipped without it.
+//! Each configuration gets a fresh database (a temporary SQLite file, or a PostgreSQL
+//! database created and dropped here), [`TASKS`] queued tasks created through
+//! `worker::lifecycle::create`, and then its workers, each with its own pool and
+//! `worker_id` as separate processes would have. The clock runs from starting the
+//! workers until the last task completed.
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use entity::{AccessChannel, MemberRole, ResearchMode, Stage, knowledge_document, now_millis, research_task_job as job};
+use kfs_tests::{Backend, TestConfig, TestDb, fixtures};
+use sea_orm::{ActiveValue::Set, ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
+use serde_json::json;
+use uuid::Uuid;
+use worker::lifecycle::{NewTask, create};
+use worker::runtime::{CancellationToken, TaskTracker};
+use worker::{Notifier, WorkerSettings};
+
+/// Tasks per configuration: enough that start-up and the poll interval are noise, few
+/// enough that the four configurations finish in well under a minute.
+const TASKS: usize = 500;
+
+/// The configurations measured: backend and number of worker runtimes.
+const CONFIGURATIONS: [(Backend, usize); 4] = [(Backend::Sqlite, 1), (Backend::Sqlite, 2), (Backend::Postgres, 1), (Backend::Postgres, 2)];
+
+/// A configuration still running after this has hung; the bench fails instead of waiting.
+const DEADLINE: Duration = Duration::from_secs(120);
+
+/// The corpus: twenty short documents, some on the questions' topics and some not, so
+/// full-text search has something to rank.
+const DOCUMENTS: [(&str, &str); 20] = [
+    ("Leases", "A lease is a time-bounded claim on a job; a worker renews it with heartbeats while a stage runs."),
+    ("Fencing tokens", "Every write carries the lease token, so a stale worker whose lease expired writes nothing."),
+    ("Crash recovery", "When a worker dies its lease expires and another worker claims the job again."),
+    ("Checkpoints", "A stage boundary commits the new stage, its progress event and its partial results at once."),
+    ("Idempotency keys", "Progress events and partial results are idempotent on their key; a re-run writes nothing twice."),
+    ("Retry backoff", "Failed attempts are retried with exponential backoff and jitter so workers do not retry together."),
+    ("Transactional outbox", "A delivery to the queue is an outbox row written in the job's own transaction."),
+    ("LISTEN and NOTIFY", "PostgreSQL notifications wake workers up; polling keeps them correct when one is lost."),
+    ("SKIP LOCKED", "FOR UPDATE SKIP LOCKED lets many workers claim different rows without waiting on each other."),
+    ("Write-ahead logging", "SQLite in WAL mode lets readers continue while one writer commits."),
+    ("Busy timeout", "A busy timeout makes a SQLite writer wait for the lock instead of failing at once."),
+    ("Full-text search", "PostgreSQL ranks documents with tsvector and tsquery; SQLite uses the FTS5 extension."),
+    ("Permission snapshots", "A task runs under the grant issued when it was created, re-checked at every stage."),
+    ("Budgets", "Each stage reports what it cost; passing the budget stops the task with a clear error."),
+    ("Tides", "Tides are caused by the gravitational pull of the moon and the sun on the oceans."),
+    ("Photosynthesis", "Plants turn light, water and carbon dioxide into sugar and oxygen."),
+    ("Gardening", "Tomatoes need sun and regular watering; basil grows well beside them."),
+    ("Volcanoes", "Magma rises through the crust and erupts as lava, ash and gas."),
+    ("Bread", "Yeast ferments sugars in dough, and the gas it releases makes bread rise."),
+    ("Bees", "Bees carry pollen between flowers while they collect nectar for honey."),
+];
+
+/// The questions the tasks ask, in turn.
+const QUESTIONS: [&str; 5] = [
+    "What happens to a lease when a worker dies, and how does fencing stop it?",
+    "How do idempotency keys and checkpoints prevent duplicate results after a crash?",
+    "How do SKIP LOCKED and LISTEN NOTIFY help many workers share a queue?",
+    "Why does SQLite need WAL mode and a busy timeout with concurrent writers?",
+    "What causes tides and why do bees carry pollen?",
+];
+
+/// One measured configuration.
+struct Figure {
+    backend: Backend,
+    workers: usize,
+    elapsed: Duration,
+}
+
+fn main() -> ExitCode {
+    // `cargo bench` passes `--bench`; anything else (`cargo test --all-targets`) only
+    // checks that the bench builds, instead of spending a minute measuring.
+    if !std::env::args().any(|arg| arg == "--bench") {
+        println!("throughput: run it with `cargo bench -p kfs-tests --bench throughput`");
+        return ExitCode::SUCCESS;
+    }
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("throughput: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> anyhow::Result<()> {
+    let config = TestConfig::from_env();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("building the runtime")?;
+    let defaults = WorkerSettings::default();
+    // The figures mean little without the machine: workers, database and this process
+    // share its cores.
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    println!(
+        "{TASKS} tasks per row, {} documents, mode RESEARCH, top_k 5, {cpus} CPUs; \
+         each worker: max_concurrency {}, batch_size {}",
+        DOCUMENTS.len(),
+        defaults.max_concurrency,
+        defaults.batch_size
+    );
+    println!("{:<10} {:>7} {:>9} {:>9}", "backend", "workers", "seconds", "tasks/s");
+    for (backend, workers) in CONFIGURATIONS {
+        if backend == Backend::Postgres && config.postgres_url.is_none() {
+            println!("{:<10} {workers:>7}   skipped: KFS_TEST_POSTGRES_URL is not set", backend.name());
+            continue;
+        }
+        let mut figure = None;
+        let slot = &mut figure;
+        runtime.block_on(TestDb::run(backend, &config, |db| async move {
+            *slot = Some(measure(&db, workers).await?);
+            Ok(())
+        }))?;
+        let figure = figure.context("the measurement left no figure")?;
+        let seconds = figure.elapsed.as_secs_f64();
+        println!("{:<10} {:>7} {seconds:>9.2} {:>9.1}", figure.backend.name(), figure.workers, TASKS as f64 / seconds);
+    }
+    Ok(())
+}
+
+/// Seeds the corpus and the tasks, then times `workers` runtimes until every task completed.
+async fn measure(db: &TestDb, workers: usize) -> anyhow::Result<Figure> {
+    let space = seed(db).await?;
+    let shutdown = CancellationToken::new();
+    let tracker = TaskTracker::new();
+    let mut pools = Vec::with_capacity(workers);
+    for _ in 0..workers {
+        // A pool each, as separate processes would have: they then contend for the
+        // database exactly as production replicas do.
+        pools.push(worker::db::connect(&db.url).await.context("connecting a worker")?);
+    }
+    let started = Instant::now();
+    for (index, pool) in pools.iter().enumerate() {
+        let settings = WorkerSettings { worker_id: format!("bench-{}", index + 1), ..WorkerSettings::default() };
+        worker::runtime::spawn(pool.clone(), Notifier::new(), settings, shutdown.clone(), &tracker);
+    }
+    let outcome = wait_for_all(db, space, started).await;
+    let elapsed = started.elapsed();
+    shutdown.cancel();
+    tracker.close();
+    tracker.wait().await;
+    for pool in pools {
+        pool.close().await.context("closing a worker pool")?;
+    }
+    outcome?;
+    Ok(Figure { backend: db.backend, workers, elapsed })
+}
+
+/// Polls until every task of the space completed; fails on a task that ended otherwise,
+/// or at [`DEADLINE`]. The poll interval bounds the timing error at a few milliseconds.
+async fn wait_for_all(db: &TestDb, space: Uuid, started: Instant) -> anyhow::Result<()> {
+    loop {
+        let in_space = job::Entity::find().filter(job::Column::KnowledgeSpaceId.eq(space));
+        let completed = in_space.clone().filter(job::Column::Stage.eq(Stage::Completed)).count(&db.db).await?;
+        if completed == TASKS as u64 {
+            return Ok(());
+        }
+        let ended_badly = in_space.filter(job::Column::Stage.is_in([Stage::Failed, Stage::Canceled])).one(&db.db).await?;
+        if let Some(task) = ended_badly {
+            anyhow::bail!("task {} ended {:?}: {:?}", task.id, task.stage, task.error);
+        }
+        anyhow::ensure!(started.elapsed() < DEADLINE, "only {completed} of {TASKS} tasks completed within {DEADLINE:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// A space with an owner, [`DOCUMENTS`] and [`TASKS`] queued tasks; returns the space.
+async fn seed(db: &TestDb) -> anyhow::Result<Uuid> {
+    let space = fixtures::space(db).await?;
+    let owner = fixtures::member(db, &space, "owner", MemberRole::Owner).await?;
+    for (title, content) in DOCUMENTS {
+        let now = now_millis();
+        let row = knowledge_document::ActiveModel {
+            id: Set(Uuid::now_v7()),
+            tenant_id: Set(space.tenant_id.clone()),
+            knowledge_space_id: Set(space.id),
+            title: Set(title.to_owned()),
+            content: Set(content.to_owned()),
+            created_by: Set(owner.subject_id.clone()),
+            created_at: Set(now),
+            updated_at: Set(now),
+        };
+        knowledge_document::Entity::insert(row).exec(&db.db).await?;
+    }
+    let notifier = Notifier::new();
+    for index in 0..TASKS {
+        let input = NewTask {
+            grant: fixtures::member_grant(&owner, AccessChannel::Interactive),
+            query: QUESTIONS[index % QUESTIONS.len()].to_owned(),
+            mode: Some(ResearchMode::Research),
+            top_k: Some(5),
+            budget_usd: Some(1.0),
+            limits: json!({}),
+            metadata: json!({}),
+            idempotency_key: None,
+            max_execution_attempts: 3,
+        };
+        create(&db.db, &notifier, input).await.context("creating a task")?;
+    }
+    Ok(space.id)
+}
