@@ -22,6 +22,11 @@ use crate::store::tasks;
 const BATCH: u64 = 100;
 /// How often an idle subscription checks that its topic still runs.
 const TOPIC_CHECK: std::time::Duration = std::time::Duration::from_secs(2);
+/// How long a subscription keeps retrying database reads that fail (a restart, a
+/// failover) before it gives up and ends with the error.
+const OUTAGE_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
+/// The pause between two of those retries.
+const RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// A row of a task's journal that a subscription delivers.
 pub trait JournalRow: HasSequence + Clone + Send + Sync + 'static {
@@ -85,6 +90,8 @@ struct Subscription<R> {
     topic: Arc<Topic>,
     pending: VecDeque<R>,
     phase: Phase,
+    /// When the current run of failed reads began, if the last read failed.
+    failing_since: Option<std::time::Instant>,
 }
 
 /// Follows the task's journal after `after`. The caller checked visibility already.
@@ -100,6 +107,7 @@ pub fn follow<R: JournalRow>(app: &AppState, caller: Principal, task_id: Uuid, a
         topic,
         pending: VecDeque::new(),
         phase: Phase::Replay,
+        failing_since: None,
     };
     futures_util::stream::unfold(subscription, |mut subscription| async move {
         let item = subscription.next().await?;
@@ -124,11 +132,26 @@ impl<R: JournalRow> Subscription<R> {
                 Phase::Draining => self.drain().await,
                 Phase::Live => self.live().await,
             };
-            if let Err(error) = step {
-                self.phase = Phase::Done;
-                return Some(Err(error));
+            match step {
+                Ok(()) => self.failing_since = None,
+                // A database that restarts or fails over loses the read, not the rows: read
+                // again from the same sequence shortly, rather than end the feed.
+                Err(ApiError::Internal(cause)) if self.still_retrying() => {
+                    tracing::warn!(task.id = %self.task_id, error = format!("{cause:#}"), "a subscription's read failed; retrying");
+                    tokio::time::sleep(RETRY_PAUSE).await;
+                }
+                Err(error) => {
+                    self.phase = Phase::Done;
+                    return Some(Err(error));
+                }
             }
         }
+    }
+
+    /// Whether a failed read should be retried: until reads have been failing for
+    /// [`OUTAGE_LIMIT`], counted from the first failure since the last success.
+    fn still_retrying(&mut self) -> bool {
+        self.failing_since.get_or_insert_with(std::time::Instant::now).elapsed() < OUTAGE_LIMIT
     }
 
     /// Reads the next batch from the database; when it is empty, goes live (or ends, for a
