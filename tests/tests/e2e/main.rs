@@ -16,11 +16,13 @@ mod api_subscriptions;
 mod api_support;
 mod constraints;
 mod http_contract;
+mod live_postgres_restart;
 mod live_protocol;
 mod live_replay;
 mod live_revocation;
 mod live_support;
 mod live_worker;
+mod multiprocess;
 mod replay;
 mod worker_lease;
 mod worker_outbox;
@@ -35,10 +37,12 @@ fn main() -> ExitCode {
         api_subscriptions::tests(),
         constraints::tests(),
         http_contract::tests(),
+        live_postgres_restart::tests(),
         live_protocol::tests(),
         live_replay::tests(),
         live_revocation::tests(),
         live_worker::tests(),
+        multiprocess::tests(),
         replay::tests(),
         worker_lease::tests(),
         worker_pipeline::tests(),

@@ -4,7 +4,7 @@
 //!
 //! The test runs the binaries cargo built, and builds them itself first (a no-op after
 //! `cargo build --workspace`), so it never runs stale executables.
-mod process;
+pub(crate) mod process;
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};

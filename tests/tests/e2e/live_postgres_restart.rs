@@ -1,0 +1,222 @@
+//! Live progress across processes and a database restart: a subscriber on one `api`
+//! process (embedded worker off) follows a task that a separate `worker` process runs,
+//! while PostgreSQL restarts under both: a fast restart, and a stop long enough that the
+//! subscription's own reads fail. Every session dies, the api's LISTEN included, so the
+//! notifications of what commits meanwhile are lost; the subscriber must still get every
+//! sequence exactly once, and no error.
+//!
+//! The shared PostgreSQL other tests run on is never restarted: this test starts a cluster
+//! of its own (`cluster.rs`), which is why it ignores the harness's database.
+mod cluster;
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail, ensure};
+use kfs_tests::server::{TEST_JWT_SECRET, TestServer};
+use kfs_tests::ws::{Event, WsClient, sequence_of};
+use kfs_tests::{DbTest, TestDb, db_tests};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::live_support::{PROGRESS, assert_exactly, take};
+use crate::multiprocess::process::{Process, build_binaries, command};
+use crate::worker_support::DOCUMENTS;
+use cluster::{Control, PrivatePostgres};
+
+/// PostgreSQL alone: LISTEN/NOTIFY between processes, and a server to restart.
+pub fn tests() -> Vec<DbTest> {
+    db_tests![; postgres_only:
+        a_subscriber_gets_every_sequence_once_from_a_worker_process_across_a_postgres_restart,
+        a_subscriber_gets_every_sequence_once_after_postgres_was_down_for_seconds,
+    ]
+}
+
+/// How long the second test keeps PostgreSQL down. Within 2.5 s of the stop the
+/// subscription goes back to the database (its topic fails its next 500 ms poll, and the
+/// subscription checks its topic every 2 s); its read then waits for a connection for the
+/// pool's 10 s acquire timeout. Thirteen seconds outlast both, so the read surely fails
+/// while the database is gone.
+const OUTAGE: Duration = Duration::from_secs(13);
+
+/// What happens to PostgreSQL while the subscriber follows.
+#[derive(Debug, Clone, Copy)]
+enum Outage {
+    /// `pg_ctl restart -m fast`: a fraction of a second.
+    Restart,
+    /// `pg_ctl stop -m fast`, this long, then `pg_ctl start`.
+    Down(Duration),
+}
+
+async fn a_subscriber_gets_every_sequence_once_from_a_worker_process_across_a_postgres_restart(_shared: TestDb) -> anyhow::Result<()> {
+    follow_through(Outage::Restart).await
+}
+
+async fn a_subscriber_gets_every_sequence_once_after_postgres_was_down_for_seconds(_shared: TestDb) -> anyhow::Result<()> {
+    follow_through(Outage::Down(OUTAGE)).await
+}
+
+/// How long the run may take after the restart before the test fails instead of hanging.
+const RUN_DEADLINE: Duration = Duration::from_secs(60);
+
+/// A subscriber on the api process follows a task through `outage`; the worker process
+/// then runs the task, and the subscriber must get every sequence once.
+async fn follow_through(outage: Outage) -> anyhow::Result<()> {
+    // Declared first so it is dropped last: the processes stop before their database.
+    let postgres = PrivatePostgres::start().await?;
+    let binaries = build_binaries().await?;
+    let mut api = Process::spawn("api", api_command(&binaries.api, &postgres.url()))?;
+    let line = api.line_starting_with("GraphiQL:", Duration::from_secs(30)).await?;
+    let base = line.trim_start_matches("GraphiQL:").trim().trim_end_matches("/graphiql").to_owned();
+    let client = Client::new(&base);
+
+    // The task is paused before any worker exists, so the run cannot start before the
+    // subscriber follows it.
+    let space = client.space_with_documents().await?;
+    let task = client.task(&space).await?;
+    client.run(PAUSE, json!({ "id": task })).await?;
+    let mut worker = Process::spawn("worker", worker_command(&binaries.worker, &postgres.url()))?;
+    // A restart while the worker still connects and migrates would stop it for good (a
+    // failed start is fatal, as it should be); a task it completes shows it is past that.
+    let warm_up = client.task(&space).await?;
+    deadline(Duration::from_secs(30), "the worker process to complete a first task", async || {
+        worker.ensure_running()?;
+        Ok(client.run(READ_TASK, json!({ "id": warm_up })).await?["researchTask"]["stage"] == "COMPLETED")
+    })
+    .await?;
+    let mut subscriber = WsClient::connect_and_init(&format!("{}/graphql/ws", base.replacen("http://", "ws://", 1)), Some(&client.token)).await?;
+    subscriber.subscribe("feed", PROGRESS, json!({ "task": task, "after": 0 })).await?;
+    let mut payloads = take(&mut subscriber, "feed", 1).await?;
+
+    let restarting = Instant::now();
+    match outage {
+        Outage::Restart => postgres.control(Control::Restart).await?,
+        Outage::Down(duration) => {
+            postgres.control(Control::Stop).await?;
+            // The outage itself, not a wait for something: its length is the scenario.
+            tokio::time::sleep(duration).await;
+            postgres.control(Control::Start).await?;
+        }
+    }
+    let restarted = restarting.elapsed();
+    // The api's pooled sessions died with the server; the pool replaces them on use.
+    client.run(RESUME, json!({ "id": task })).await.context("resuming right after the restart")?;
+    let resumed = restarting.elapsed();
+    let completed = tokio::time::timeout(RUN_DEADLINE, async {
+        loop {
+            match subscriber.next_event().await? {
+                Event::Next(_, payload) => payloads.push(payload),
+                Event::Complete(_) => return anyhow::Ok(restarting.elapsed()),
+                other => bail!("after {} events: {other:?}", payloads.len()),
+            }
+        }
+    })
+    .await
+    .with_context(|| format!("the feed did not complete within {RUN_DEADLINE:?} of the outage"))??;
+    api.ensure_running()?;
+    worker.ensure_running()?;
+
+    let delivered: Vec<i64> = payloads.iter().map(|payload| sequence_of(payload, "researchTaskProgress")).collect::<Result<_, _>>()?;
+    let stored = client.run(READ_TASK, json!({ "id": task })).await?;
+    ensure!(stored["researchTask"]["stage"] == "COMPLETED", "the feed completed, the task did not: {stored}");
+    let written = stored["researchTask"]["progressEvents"].as_array().map_or(0, Vec::len) as i64;
+    assert_exactly("progress across the restart", &delivered, 1, written)?;
+    eprintln!(
+        "live_postgres_restart ({outage:?}): PostgreSQL back after {restarted:?}; resumed at {resumed:?}, feed of \
+         {written} events complete at {completed:?} after the outage began"
+    );
+    Ok(())
+}
+
+/// Calls `check` until it answers true, failing after `limit`: the processes share
+/// nothing with the test but the database and the API, so polling is the way to wait.
+async fn deadline(limit: Duration, what: &str, mut check: impl AsyncFnMut() -> anyhow::Result<bool>) -> anyhow::Result<()> {
+    let until = Instant::now() + limit;
+    while !check().await? {
+        ensure!(Instant::now() < until, "gave up after {limit:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(())
+}
+
+/// The API alone, on the private cluster.
+fn api_command(binary: &std::path::Path, database_url: &str) -> std::process::Command {
+    let mut api = command(binary);
+    api.args(["--config", "/nonexistent/kfs.toml", "serve"])
+        .env("DATABASE_URL", database_url)
+        .env("KFS_LISTEN_ADDR", "127.0.0.1:0")
+        .env("KFS_EMBEDDED_WORKER", "false")
+        .env("KFS_JWT_SECRET", TEST_JWT_SECRET)
+        .env("RUST_LOG", "warn")
+        .env("RUST_BACKTRACE", "0");
+    api
+}
+
+/// A worker whose lease lapses two seconds after a lost heartbeat and whose poll runs
+/// every 200 ms, so a run the restart broke is taken up again quickly.
+fn worker_command(binary: &std::path::Path, database_url: &str) -> std::process::Command {
+    let mut worker = command(binary);
+    worker
+        .env("DATABASE_URL", database_url)
+        .env("KFS_WORKER_WORKER_ID", "restart-worker")
+        .env("KFS_WORKER_LEASE_MS", "2000")
+        .env("KFS_WORKER_HEARTBEAT_MS", "250")
+        .env("KFS_WORKER_POLL_INTERVAL_MS", "200")
+        .env("KFS_WORKER_RETRY_BASE_MS", "100")
+        .env("KFS_WORKER_RETRY_CAP_MS", "1000")
+        .env("RUST_LOG", "warn")
+        .env("RUST_BACKTRACE", "0");
+    worker
+}
+
+const PAUSE: &str = "mutation($id: UUID!) { pauseResearchTask(id: $id) { stage } }";
+const RESUME: &str = "mutation($id: UUID!) { resumeResearchTask(id: $id) { stage } }";
+const READ_TASK: &str = "query($id: UUID!) { researchTask(id: $id) { stage progressEvents { sequence } } }";
+
+/// A GraphQL-over-HTTP client of the `api` process, as alice of a tenant of its own.
+struct Client {
+    http: reqwest::Client,
+    url: String,
+    token: String,
+}
+
+impl Client {
+    fn new(base_url: &str) -> Self {
+        let tenant = format!("tenant-{}", Uuid::new_v4().simple());
+        Self { http: reqwest::Client::new(), url: format!("{base_url}/graphql"), token: TestServer::token("alice", &tenant) }
+    }
+
+    /// Runs one operation and returns its `data`; any error fails.
+    async fn run(&self, query: &str, variables: Value) -> anyhow::Result<Value> {
+        let response = self
+            .http
+            .post(&self.url)
+            .bearer_auth(&self.token)
+            .json(&json!({ "query": query, "variables": variables }))
+            .send()
+            .await
+            .context("sending a GraphQL request to the api process")?;
+        let status = response.status();
+        let body: Value = response.json().await.context("reading a GraphQL response")?;
+        ensure!(status.is_success() && body.get("errors").is_none(), "GraphQL answered {status}: {body}");
+        body.get("data").cloned().context("a GraphQL response without data")
+    }
+
+    /// A space of alice's holding [`DOCUMENTS`], so the run retrieves real evidence.
+    async fn space_with_documents(&self) -> anyhow::Result<String> {
+        let data = self.run("mutation { createKnowledgeSpace(input: { name: \"Restart\" }) { id } }", json!({})).await?;
+        let space = data.pointer("/createKnowledgeSpace/id").and_then(Value::as_str).context("no space id")?.to_owned();
+        for (title, content) in DOCUMENTS {
+            let query = "mutation($input: AddKnowledgeDocumentInput!) { addKnowledgeDocument(input: $input) { id } }";
+            self.run(query, json!({ "input": { "knowledgeSpaceId": space, "title": title, "content": content } })).await?;
+        }
+        Ok(space)
+    }
+
+    /// A queued research task in the space; returns its id.
+    async fn task(&self, space: &str) -> anyhow::Result<String> {
+        let query = "mutation($input: CreateResearchTaskInput!) { createResearchTask(input: $input) { id } }";
+        let input = json!({ "knowledgeSpaceId": space, "query": "How does a lease token fence a stale worker?", "mode": "FAST", "topK": 3 });
+        let data = self.run(query, json!({ "input": input })).await?;
+        data.pointer("/createResearchTask/id").and_then(Value::as_str).map(str::to_owned).context("no task id")
+    }
+}
