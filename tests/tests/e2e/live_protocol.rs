@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use crate::api_support::{Api, string_at};
 use crate::live_support::{Journal, PROGRESS, api_with, take};
 
+/// This module's tests, on both databases.
 pub fn tests() -> Vec<DbTest> {
     db_tests![
         messages_the_server_cannot_understand_close_with_4400,

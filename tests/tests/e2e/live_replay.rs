@@ -14,6 +14,7 @@ use tokio::sync::oneshot;
 use crate::api_support::{Api, string_at};
 use crate::live_support::{Journal, PARTIALS, PROGRESS, assert_exactly, sequences, take};
 
+/// This module's tests, on both databases.
 pub fn tests() -> Vec<DbTest> {
     db_tests![
         every_sequence_arrives_once_in_order_while_events_commit_during_a_replay_of_several_batches,

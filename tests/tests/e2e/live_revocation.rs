@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use crate::api_support::{Api, PAUSE, string_at};
 use crate::live_support::{PROGRESS, take};
 
+/// This module's tests, on both databases.
 pub fn tests() -> Vec<DbTest> {
     db_tests![
         revoking_the_api_key_ends_its_live_subscription_with_an_error,

@@ -22,6 +22,7 @@ use crate::http_contract::node_clients;
 use crate::live_support::{PARTIALS, PROGRESS, api_with, assert_exactly, sequences};
 use crate::worker_support::{DOCUMENTS, settings};
 
+/// This module's tests, on both databases.
 pub fn tests() -> Vec<DbTest> {
     db_tests![
         partial_results_replay_what_the_worker_wrote_then_follow_the_rest_live_until_the_task_completes,
