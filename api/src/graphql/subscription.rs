@@ -25,7 +25,7 @@ impl SubscriptionRoot {
         task_id: Uuid,
         #[graphql(default = 0)] after_sequence: Option<i32>,
     ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<ResearchTaskProgressEvent>> + use<>> {
-        start(ctx, task_id, after_sequence).await.gql().map(|rows| rows.map(|row| row.map(ResearchTaskProgressEvent)))
+        Box::pin(start(ctx, task_id, after_sequence)).await.gql().map(|rows| rows.map(|row| row.map(ResearchTaskProgressEvent)))
     }
 
     /// Every partial result after `afterSequence`, each exactly once and in order; ends once
@@ -36,12 +36,14 @@ impl SubscriptionRoot {
         task_id: Uuid,
         #[graphql(default = 0)] after_sequence: Option<i32>,
     ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<ResearchTaskPartialResult>> + use<>> {
-        start(ctx, task_id, after_sequence).await.gql().map(|rows| rows.map(|row| row.map(ResearchTaskPartialResult)))
+        Box::pin(start(ctx, task_id, after_sequence)).await.gql().map(|rows| rows.map(|row| row.map(ResearchTaskPartialResult)))
     }
 }
 
 /// Checks the caller may see the task (else `NOT_FOUND`, as for a missing id) and starts
-/// the feed.
+/// the feed. The resolvers box this future: async-graphql keeps the resolver's future
+/// beside the stream it returns, so its database read would otherwise be part of what
+/// every open subscription holds.
 async fn start<R: JournalRow>(
     ctx: &Context<'_>,
     task_id: Uuid,

@@ -126,10 +126,12 @@ impl<R: JournalRow> Subscription<R> {
                 }
                 return Some(Ok(row));
             }
+            // The database reads are boxed: inline, their futures would size this state
+            // machine, which every idle subscription holds for as long as it follows.
             let step = match self.phase {
                 Phase::Done => return None,
-                Phase::Replay => self.replay().await,
-                Phase::Draining => self.drain().await,
+                Phase::Replay => Box::pin(self.replay()).await,
+                Phase::Draining => Box::pin(self.drain()).await,
                 Phase::Live => self.live().await,
             };
             match step {
@@ -161,6 +163,9 @@ impl<R: JournalRow> Subscription<R> {
         let rows = R::fetch(&self.db, self.task_id, self.last, BATCH).await?;
         if rows.is_empty() {
             self.phase = if task.stage.is_terminal() { Phase::Done } else { Phase::Live };
+            // Nothing is pending here; drop the replay batches' buffer, which an idle
+            // subscription would otherwise hold for as long as it follows.
+            self.pending = VecDeque::new();
         }
         self.pending.extend(rows);
         Ok(())

@@ -42,7 +42,9 @@ enum Ending {
 /// Serves the connection until either side ends it.
 pub async fn serve(socket: WebSocket, protocol: Subprotocol, endpoint: GraphqlEndpoint, limits: ConnectionLimits, shutdown: CancellationToken) {
     let (mut sink, mut stream) = socket.split();
-    let (queue, mut outgoing) = mpsc::channel::<Outgoing>(limits.send_queue);
+    // Boxed messages: the channel allocates its first block of 32 slots up front, each
+    // the size of the largest message, and every idle connection would carry it.
+    let (queue, mut outgoing) = mpsc::channel::<Box<Outgoing>>(limits.send_queue);
     let (finished_tx, mut finished) = mpsc::unbounded_channel::<String>();
     let slow = CancellationToken::new();
     let mut operations: HashMap<String, JoinHandle<()>> = HashMap::new();
@@ -93,7 +95,9 @@ pub async fn serve(socket: WebSocket, protocol: Subprotocol, endpoint: GraphqlEn
                         if session.is_some() || acknowledged {
                             break Ending::Close(close::TOO_MANY_INITS, "Too many initialisation requests".into());
                         }
-                        match initialise(&endpoint, &payload).await {
+                        // Boxed: authentication may read the database, and its future
+                        // inline would size every connection's task for its whole life.
+                        match Box::pin(initialise(&endpoint, &payload)).await {
                             Ok(principal) => {
                                 session = Some(principal);
                                 acknowledged = true;
@@ -160,7 +164,7 @@ fn run_operation(
     principal: Option<Principal>,
     id: String,
     request: async_graphql::Request,
-    queue: mpsc::Sender<Outgoing>,
+    queue: mpsc::Sender<Box<Outgoing>>,
     slow: CancellationToken,
     finished: mpsc::UnboundedSender<String>,
 ) -> JoinHandle<()> {
@@ -184,7 +188,7 @@ fn run_operation(
                 Outgoing::Next(id.clone(), serde_json::to_value(&response).unwrap_or(Value::Null))
             };
             first = false;
-            if queue.try_send(message).is_err() {
+            if queue.try_send(Box::new(message)).is_err() {
                 slow.cancel();
                 return;
             }
@@ -192,7 +196,7 @@ fn run_operation(
                 break;
             }
         }
-        if !failed && queue.try_send(Outgoing::Complete(id.clone())).is_err() {
+        if !failed && queue.try_send(Box::new(Outgoing::Complete(id.clone()))).is_err() {
             slow.cancel();
         }
         let _ = finished.send(id);

@@ -39,8 +39,9 @@ pub async fn graphql_ws(State(endpoint): State<WsEndpoint>, upgrade: WebSocketUp
     upgrade
         .protocols(["graphql-transport-ws", "graphql-ws"])
         // Small buffers: an idle subscribed connection should cost kilobytes, not the
-        // 128 KiB per direction tungstenite would reserve by default.
-        .read_buffer_size(4 * 1024)
+        // 128 KiB per direction tungstenite would reserve by default. Client messages are
+        // a few hundred bytes; a larger frame grows the buffer to fit it.
+        .read_buffer_size(1024)
         .write_buffer_size(0)
         .max_write_buffer_size(256 * 1024)
         .max_message_size(64 * 1024)
