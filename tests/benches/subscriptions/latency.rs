@@ -40,6 +40,9 @@ pub struct LatencyReport {
     pub commits: Vec<Duration>,
     /// Commits that failed.
     pub failed_commits: usize,
+    /// The machine's one-minute load average when the commits began: other work on the
+    /// same cores shows up in the tail.
+    pub load_average: String,
 }
 
 /// How long to wait for the last deliveries after the last commit.
@@ -76,6 +79,10 @@ pub async fn measure(binary: &Path, database_url: &str, db: Option<DatabaseConne
     // Each task's last sequence; commits on one task run one at a time so the sequence
     // each gets is known before it commits.
     let last: Arc<Vec<Mutex<i32>>> = Arc::new(fixture.tasks.iter().map(|_| Mutex::new(1)).collect());
+    let load_average = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|text| text.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "unknown".to_owned());
     let total = (f64::from(load.rate) * load.duration.as_secs_f64()) as usize;
     let mut ticker = tokio::time::interval(Duration::from_secs_f64(1.0 / f64::from(load.rate)));
     let mut running = Vec::with_capacity(total);
@@ -120,7 +127,7 @@ pub async fn measure(binary: &Path, database_url: &str, db: Option<DatabaseConne
     drop(subscribers);
     deliveries.sort();
     commits.sort();
-    Ok(LatencyReport { path: committer.describe(), deliveries, expected, commits, failed_commits })
+    Ok(LatencyReport { path: committer.describe(), deliveries, expected, commits, failed_commits, load_average })
 }
 
 /// The `p`-th percentile (0–100) of sorted durations, nearest rank.

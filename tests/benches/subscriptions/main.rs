@@ -80,18 +80,25 @@ fn run() -> anyhow::Result<()> {
 
 fn print_memory(report: &memory::MemoryReport) {
     println!(
-        "idle subscribed connections: server RSS before {} KiB (anonymous {} KiB)",
+        "idle subscribed connections (1 KB = 1,000 bytes): server RSS before {} KiB (anonymous {} KiB)",
         report.base.rss_kib, report.base.anon_kib
     );
+    let mut previous = (0, report.base);
     for (step, (connections, memory)) in report.steps.iter().enumerate() {
         let (rss, anon) = report.per_connection(step).unwrap_or_default();
+        // The step's own connections alone, without the fixed costs the first step pays
+        // (database pool connections opened by the burst, allocator arenas).
+        let marginal = memory.rss_kib.saturating_sub(previous.1.rss_kib) as f64 * 1024.0 / (connections - previous.0) as f64;
         println!(
-            "  {connections:>5} connections: RSS {} KiB (+{} KiB) -> {:.1} KB per connection (anonymous {:.1} KB)",
+            "  {connections:>5} connections: RSS {} KiB (+{} KiB) -> {:.1} KB per connection (anonymous {:.1} KB; this step's {} alone {:.1} KB each)",
             memory.rss_kib,
             memory.rss_kib.saturating_sub(report.base.rss_kib),
             rss / 1000.0,
             anon / 1000.0,
+            connections - previous.0,
+            marginal / 1000.0,
         );
+        previous = (*connections, *memory);
     }
 }
 
@@ -102,6 +109,7 @@ fn print_latency(report: &latency::LatencyReport, load: Load) {
         "delivery latency, commit -> client: {} subscribers over {} tasks, {} commits/s for {:?}; commits by {}",
         load.subscribers, load.tasks, load.rate, load.duration, report.path
     );
+    println!("  machine load average (1 min) when commits began: {}", report.load_average);
     println!(
         "  deliveries {} of {} expected ({} commits, {} failed)",
         deliveries.len(),
