@@ -201,6 +201,10 @@ async fn lease_loop(pipeline: Pipeline, wake: Wakeups, stop: Stop, jobs: TaskTra
             () = tokio::time::sleep(poll) => {}
         }
     }
+    // Only this loop spawns onto `jobs`, so closing it here (not when shutdown begins)
+    // means `drain` cannot see an empty tracker while a claim that was already under way
+    // is about to add a pipeline: that pipeline sees the drain and releases its lease.
+    jobs.close();
     tracing::info!("lease loop stopped claiming");
 }
 
@@ -297,7 +301,6 @@ async fn listen_postgres(db: DatabaseConnection, wake: Wakeups, shutdown: Cancel
 /// grace period; then abort the rest, which release their leases.
 async fn drain(jobs: TaskTracker, stop: Stop, grace: Duration, shutdown: CancellationToken) {
     shutdown.cancelled().await;
-    jobs.close();
     tokio::select! {
         () = jobs.wait() => {}
         () = tokio::time::sleep(grace) => {
