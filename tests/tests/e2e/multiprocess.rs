@@ -137,10 +137,23 @@ async fn kill_mid_work(
     .await?;
     doomed.kill()?;
     let killed = started.elapsed();
+    // A COMMIT the worker sent just before it died still lands: wait until PostgreSQL has
+    // ended every session of worker-a, so what it held is settled before we read it.
+    deadline(Duration::from_secs(30), "PostgreSQL to end worker-a's sessions", async || {
+        Ok(sessions_of(db, "worker-a").await? == 0)
+    })
+    .await?;
     // Read after the kill: what it held at its death, not at the check before.
     let stranded = leased_by(db, "worker-a").await?;
     anyhow::ensure!(!stranded.is_empty(), "worker-a held no lease when it died, so its death tested nothing");
     Ok((stranded, killed))
+}
+
+/// Open PostgreSQL sessions whose application name is `name`.
+async fn sessions_of(db: &TestDb, name: &str) -> anyhow::Result<i64> {
+    let sql = "SELECT count(*)::text FROM pg_stat_activity WHERE application_name = $1";
+    let counts = db.strings(sql, [name.into()]).await?;
+    Ok(counts.first().and_then(|count| count.parse().ok()).unwrap_or(0))
 }
 
 /// The API alone: no embedded worker, so every task runs in a worker process.
@@ -159,8 +172,10 @@ fn api_command(binary: &std::path::Path, database_url: &str) -> std::process::Co
 /// tasks are claimed again within seconds, and whose poll finds them promptly.
 fn worker_command(binary: &std::path::Path, database_url: &str, worker_id: &str) -> std::process::Command {
     let mut worker = command(binary);
+    // The session name lets the test see when PostgreSQL has ended a killed worker's sessions.
+    let separator = if database_url.contains('?') { '&' } else { '?' };
     worker
-        .env("DATABASE_URL", database_url)
+        .env("DATABASE_URL", format!("{database_url}{separator}application_name={worker_id}"))
         .env("KFS_WORKER_WORKER_ID", worker_id)
         .env("KFS_WORKER_LEASE_MS", LEASE_MS.to_string())
         .env("KFS_WORKER_HEARTBEAT_MS", (LEASE_MS / 8).to_string())
