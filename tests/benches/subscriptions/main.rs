@@ -60,6 +60,7 @@ fn run() -> anyhow::Result<()> {
         println!("PostgreSQL skipped: KFS_TEST_POSTGRES_URL is not set");
     }
     println!("server: {} ({build}), embedded worker off, RLIMIT_NOFILE {nofile}", binary.display());
+    let started = std::time::Instant::now();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let binary = &binary;
     for backend in backends {
@@ -75,6 +76,7 @@ fn run() -> anyhow::Result<()> {
     }
     let ends = client::UNEXPECTED_ENDS.load(std::sync::atomic::Ordering::Relaxed);
     anyhow::ensure!(ends == 0, "{ends} subscriber connections ended while the bench still followed them");
+    println!("\nfinished in {:.0} s", started.elapsed().as_secs_f64());
     Ok(())
 }
 
@@ -84,21 +86,23 @@ fn print_memory(report: &memory::MemoryReport) {
         report.base.rss_kib, report.base.anon_kib
     );
     let mut previous = (0, report.base);
-    for (step, (connections, memory)) in report.steps.iter().enumerate() {
-        let (rss, anon) = report.per_connection(step).unwrap_or_default();
+    for (index, step) in report.steps.iter().enumerate() {
+        let (rss, anon) = report.per_connection(index).unwrap_or_default();
+        let added = step.connections - previous.0;
         // The step's own connections alone, without the fixed costs the first step pays
         // (database pool connections opened by the burst, allocator arenas).
-        let marginal = memory.rss_kib.saturating_sub(previous.1.rss_kib) as f64 * 1024.0 / (connections - previous.0) as f64;
+        let marginal = step.memory.rss_kib.saturating_sub(previous.1.rss_kib) as f64 * 1024.0 / added as f64;
         println!(
-            "  {connections:>5} connections: RSS {} KiB (+{} KiB) -> {:.1} KB per connection (anonymous {:.1} KB; this step's {} alone {:.1} KB each)",
-            memory.rss_kib,
-            memory.rss_kib.saturating_sub(report.base.rss_kib),
+            "  {:>5} connections: RSS {} KiB (+{} KiB) -> {:.1} KB per connection (anonymous {:.1} KB; this step's {added} alone {:.1} KB each, opened in {:.1} s)",
+            step.connections,
+            step.memory.rss_kib,
+            step.memory.rss_kib.saturating_sub(report.base.rss_kib),
             rss / 1000.0,
             anon / 1000.0,
-            connections - previous.0,
             marginal / 1000.0,
+            step.opened_in.as_secs_f64(),
         );
-        previous = (*connections, *memory);
+        previous = (step.connections, step.memory);
     }
 }
 

@@ -3,7 +3,7 @@
 //! `researchTaskProgress` subscription to a paused task), divided by N.
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::{StreamExt as _, TryStreamExt as _};
 use tokio::sync::mpsc;
@@ -26,14 +26,25 @@ const SETTLE: Duration = Duration::from_secs(3);
 pub struct MemoryReport {
     /// Before any WebSocket connection.
     pub base: Memory,
-    /// (connections, memory) after each step.
-    pub steps: Vec<(usize, Memory)>,
+    /// After each step.
+    pub steps: Vec<Step>,
+}
+
+/// One step: connections open in all, the server's memory then, and how long this step
+/// took to establish its connections.
+pub struct Step {
+    /// Connections open after the step.
+    pub connections: usize,
+    /// The server's memory after the step settled.
+    pub memory: Memory,
+    /// How long the step's connections took to be established.
+    pub opened_in: Duration,
 }
 
 impl MemoryReport {
     /// Bytes of resident memory per connection at a step: (rss - base) / connections.
     pub fn per_connection(&self, step: usize) -> Option<(f64, f64)> {
-        let (connections, memory) = self.steps.get(step)?;
+        let Step { connections, memory, .. } = self.steps.get(step)?;
         let per = |now: u64, base: u64| now.saturating_sub(base) as f64 * 1024.0 / *connections as f64;
         Some((per(memory.rss_kib, self.base.rss_kib), per(memory.anon_kib, self.base.anon_kib)))
     }
@@ -55,6 +66,7 @@ pub async fn measure(binary: &Path, database_url: &str) -> anyhow::Result<Memory
     let mut subscribers: Vec<Subscriber> = Vec::new();
     let mut steps = Vec::new();
     for target in STEPS {
+        let started = Instant::now();
         let opened = futures_util::stream::iter(subscribers.len()..target)
             .map(|n| {
                 let task = n % fixture.tasks.len();
@@ -63,9 +75,10 @@ pub async fn measure(binary: &Path, database_url: &str) -> anyhow::Result<Memory
             .buffer_unordered(CONNECTING)
             .try_collect::<Vec<_>>()
             .await?;
+        let opened_in = started.elapsed();
         subscribers.extend(opened);
         tokio::time::sleep(SETTLE).await;
-        steps.push((target, server.memory()?));
+        steps.push(Step { connections: target, memory: server.memory()?, opened_in });
     }
     drop(subscribers);
     Ok(MemoryReport { base, steps })
