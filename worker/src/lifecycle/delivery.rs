@@ -58,23 +58,8 @@ pub async fn enqueue<C: ConnectionTrait>(txn: &C, job: &research_task_job::Model
 /// Ends every delivery of the job that is still on its way, with `status`
 /// (canceled on cancel and pause, completed when the task finishes).
 pub async fn close_open<C: ConnectionTrait>(txn: &C, job_id: Uuid, status: OutboxStatus) -> Result<u64, DbErr> {
-    let open = [
-        OutboxStatus::Pending,
-        OutboxStatus::Dispatching,
-        OutboxStatus::Dispatched,
-        OutboxStatus::Leased,
-    ];
-    let result = outbox::Entity::update_many()
-        .col_expr(outbox::Column::Status, Expr::value(status))
-        .col_expr(outbox::Column::LockToken, Expr::value(Option::<Uuid>::None))
-        .col_expr(outbox::Column::LockedBy, Expr::value(Option::<String>::None))
-        .col_expr(outbox::Column::LockedUntil, Expr::value(Option::<i64>::None))
-        .col_expr(outbox::Column::UpdatedAt, Expr::value(now_millis()))
-        .filter(outbox::Column::ResearchTaskJobId.eq(job_id))
-        .filter(outbox::Column::Status.is_in(open))
-        .exec(txn)
-        .await?;
-    Ok(result.rows_affected)
+    let open = [OutboxStatus::Pending, OutboxStatus::Dispatching, OutboxStatus::Dispatched, OutboxStatus::Leased];
+    move_unlocked(txn, job_id, &open, status).await
 }
 
 /// Marks the job's open delivery `leased`: a worker picked the job up, so the outbox loop
@@ -82,14 +67,19 @@ pub async fn close_open<C: ConnectionTrait>(txn: &C, job_id: Uuid, status: Outbo
 /// outbox loop that is publishing it right now.
 pub async fn mark_leased<C: ConnectionTrait>(txn: &C, job_id: Uuid) -> Result<u64, DbErr> {
     let open = [OutboxStatus::Pending, OutboxStatus::Dispatching, OutboxStatus::Dispatched];
+    move_unlocked(txn, job_id, &open, OutboxStatus::Leased).await
+}
+
+/// Moves the job's deliveries in one of `from` to `to`, clearing any publisher's lock.
+async fn move_unlocked<C: ConnectionTrait>(txn: &C, job_id: Uuid, from: &[OutboxStatus], to: OutboxStatus) -> Result<u64, DbErr> {
     let result = outbox::Entity::update_many()
-        .col_expr(outbox::Column::Status, Expr::value(OutboxStatus::Leased))
+        .col_expr(outbox::Column::Status, Expr::value(to))
         .col_expr(outbox::Column::LockToken, Expr::value(Option::<Uuid>::None))
         .col_expr(outbox::Column::LockedBy, Expr::value(Option::<String>::None))
         .col_expr(outbox::Column::LockedUntil, Expr::value(Option::<i64>::None))
         .col_expr(outbox::Column::UpdatedAt, Expr::value(now_millis()))
         .filter(outbox::Column::ResearchTaskJobId.eq(job_id))
-        .filter(outbox::Column::Status.is_in(open))
+        .filter(outbox::Column::Status.is_in(from.iter().copied()))
         .exec(txn)
         .await?;
     Ok(result.rows_affected)

@@ -10,6 +10,53 @@ use sea_orm::{
 use serde_json::Value;
 use uuid::Uuid;
 
+/// A per-job journal table: rows keyed by (job, sequence) and (job, idempotency key).
+trait Journal: EntityTrait {
+    /// The job column.
+    const JOB: Self::Column;
+    /// The idempotency-key column.
+    const KEY: Self::Column;
+    /// The sequence column.
+    const SEQUENCE: Self::Column;
+}
+
+impl Journal for progress::Entity {
+    const JOB: progress::Column = progress::Column::ResearchTaskJobId;
+    const KEY: progress::Column = progress::Column::IdempotencyKey;
+    const SEQUENCE: progress::Column = progress::Column::Sequence;
+}
+
+impl Journal for partial::Entity {
+    const JOB: partial::Column = partial::Column::ResearchTaskJobId;
+    const KEY: partial::Column = partial::Column::IdempotencyKey;
+    const SEQUENCE: partial::Column = partial::Column::Sequence;
+}
+
+/// The sequence of the job's row with this key, if one was written already.
+async fn existing<J: Journal, C: ConnectionTrait>(txn: &C, job_id: Uuid, key: &str) -> Result<Option<i32>, DbErr> {
+    J::find()
+        .select_only()
+        .column(J::SEQUENCE)
+        .filter(J::JOB.eq(job_id))
+        .filter(J::KEY.eq(key))
+        .into_tuple()
+        .one(txn)
+        .await
+}
+
+/// The job's next sequence. Only gapless because callers hold the job's row lock.
+async fn next_sequence<J: Journal, C: ConnectionTrait>(txn: &C, job_id: Uuid) -> Result<i32, DbErr> {
+    let last: Option<i32> = J::find()
+        .select_only()
+        .column(J::SEQUENCE)
+        .filter(J::JOB.eq(job_id))
+        .order_by_desc(J::SEQUENCE)
+        .into_tuple()
+        .one(txn)
+        .await?;
+    Ok(last.unwrap_or(0) + 1)
+}
+
 /// Appends one progress event unless one with the same idempotency key exists; returns
 /// the sequence of the event (new or existing). Call only while holding the job's lock.
 pub async fn append_progress_event<C: ConnectionTrait>(
@@ -20,23 +67,10 @@ pub async fn append_progress_event<C: ConnectionTrait>(
     idempotency_key: &str,
     payload: Value,
 ) -> Result<i32, DbErr> {
-    let existing = progress::Entity::find()
-        .filter(progress::Column::ResearchTaskJobId.eq(job.id))
-        .filter(progress::Column::IdempotencyKey.eq(idempotency_key))
-        .one(txn)
-        .await?;
-    if let Some(event) = existing {
-        return Ok(event.sequence);
+    if let Some(sequence) = existing::<progress::Entity, _>(txn, job.id, idempotency_key).await? {
+        return Ok(sequence);
     }
-    let last: Option<i32> = progress::Entity::find()
-        .select_only()
-        .column(progress::Column::Sequence)
-        .filter(progress::Column::ResearchTaskJobId.eq(job.id))
-        .order_by_desc(progress::Column::Sequence)
-        .into_tuple()
-        .one(txn)
-        .await?;
-    let sequence = last.unwrap_or(0) + 1;
+    let sequence = next_sequence::<progress::Entity, _>(txn, job.id).await?;
     let event = progress::ActiveModel {
         id: Set(Uuid::now_v7()),
         tenant_id: Set(job.tenant_id.clone()),
@@ -61,23 +95,10 @@ pub async fn append_partial_result<C: ConnectionTrait>(
     idempotency_key: &str,
     evidence_bundle: Value,
 ) -> Result<i32, DbErr> {
-    let existing = partial::Entity::find()
-        .filter(partial::Column::ResearchTaskJobId.eq(job.id))
-        .filter(partial::Column::IdempotencyKey.eq(idempotency_key))
-        .one(txn)
-        .await?;
-    if let Some(result) = existing {
-        return Ok(result.sequence);
+    if let Some(sequence) = existing::<partial::Entity, _>(txn, job.id, idempotency_key).await? {
+        return Ok(sequence);
     }
-    let last: Option<i32> = partial::Entity::find()
-        .select_only()
-        .column(partial::Column::Sequence)
-        .filter(partial::Column::ResearchTaskJobId.eq(job.id))
-        .order_by_desc(partial::Column::Sequence)
-        .into_tuple()
-        .one(txn)
-        .await?;
-    let sequence = last.unwrap_or(0) + 1;
+    let sequence = next_sequence::<partial::Entity, _>(txn, job.id).await?;
     let result = partial::ActiveModel {
         id: Set(Uuid::now_v7()),
         tenant_id: Set(job.tenant_id.clone()),
