@@ -1,7 +1,8 @@
 //! The shared test harness: a fresh migrated database per test on SQLite and PostgreSQL
 //! ([`TestDb`]), a libtest-compatible runner that turns each database test into one trial
 //! per backend ([`harness`]), fixtures, constraint assertions, schema dumps, a real server on
-//! port 0 ([`server`]) and a GraphQL-over-WebSocket client for it ([`ws`]).
+//! port 0 ([`server`]), a GraphQL-over-WebSocket client for it ([`ws`]), and the workspace's
+//! `api` and `worker` binaries as child processes ([`process`]).
 //!
 //! Test binaries declare `harness = false`, list their tests with [`db_tests!`] and
 //! [`plain_tests!`], and call [`harness::run`] from `main`.
@@ -9,6 +10,7 @@
 mod database;
 pub mod fixtures;
 pub mod harness;
+pub mod process;
 pub mod schema;
 pub mod server;
 mod violation;

@@ -1,6 +1,8 @@
-//! A real server on port 0 over a test database, with a GraphQL-over-HTTP client.
+//! A real server on port 0 over a test database, with a GraphQL-over-HTTP client, and a
+//! client for a server in a process of its own ([`GraphqlClient`]).
 use std::time::Duration;
 
+use anyhow::Context as _;
 use api::auth::{Claims, mint_token};
 use api::config::Settings;
 use api::server::RunningServer;
@@ -62,24 +64,59 @@ impl TestServer {
 
     /// POSTs a GraphQL request as `application/json`; returns the status and the body.
     pub async fn post(&self, bearer: Option<&str>, query: &str, variables: Value) -> anyhow::Result<(u16, Value)> {
-        let mut request = self
-            .http
-            .post(self.graphql_url())
-            .header("content-type", "application/json")
-            .json(&json!({ "query": query, "variables": variables }));
-        if let Some(bearer) = bearer {
-            request = request.header("authorization", format!("Bearer {bearer}"));
-        }
-        let response = request.send().await?;
-        let status = response.status().as_u16();
-        let body = response.json::<Value>().await.unwrap_or(Value::Null);
-        Ok((status, body))
+        post(&self.http, &self.graphql_url(), bearer, query, variables).await
     }
 
     /// Stops the server and its loops.
     pub async fn stop(self) {
         self.server.shutdown(Duration::from_secs(5)).await;
     }
+}
+
+/// A GraphQL-over-HTTP client of a server the test reaches only by its URL (the `api`
+/// binary in a process of its own), acting as one caller throughout.
+#[derive(Clone)]
+pub struct GraphqlClient {
+    http: reqwest::Client,
+    url: String,
+    token: String,
+}
+
+impl GraphqlClient {
+    /// A client of `graphql_url` (`http://ADDR/graphql`) presenting `token` as its bearer.
+    pub fn new(graphql_url: String, token: String) -> Self {
+        Self { http: reqwest::Client::new(), url: graphql_url, token }
+    }
+
+    /// The bearer token it presents, for a WebSocket of the same caller.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// Runs one operation and returns its `data`; an error status or any GraphQL error fails.
+    pub async fn run(&self, query: &str, variables: Value) -> anyhow::Result<Value> {
+        let (status, body) = post(&self.http, &self.url, Some(&self.token), query, variables)
+            .await
+            .with_context(|| format!("sending a GraphQL request to {}", self.url))?;
+        anyhow::ensure!((200..300).contains(&status) && body.get("errors").is_none(), "GraphQL answered {status}: {body}");
+        body.get("data").cloned().context("a GraphQL response without data")
+    }
+}
+
+/// POSTs a GraphQL request as `application/json` to `url`; returns the status and the body
+/// (`null` when it is not JSON).
+async fn post(http: &reqwest::Client, url: &str, bearer: Option<&str>, query: &str, variables: Value) -> anyhow::Result<(u16, Value)> {
+    let mut request = http
+        .post(url)
+        .header("content-type", "application/json")
+        .json(&json!({ "query": query, "variables": variables }));
+    if let Some(bearer) = bearer {
+        request = request.header("authorization", format!("Bearer {bearer}"));
+    }
+    let response = request.send().await?;
+    let status = response.status().as_u16();
+    let body = response.json::<Value>().await.unwrap_or(Value::Null);
+    Ok((status, body))
 }
 
 /// Seconds since the epoch.

@@ -12,7 +12,7 @@ use sea_orm::DatabaseConnection;
 use tokio::sync::{Mutex, mpsc};
 
 use crate::client::{self, Receipt};
-use crate::server::ApiProcess;
+use crate::server;
 use crate::tasks::{self, Committer};
 
 /// The load: how many subscribers over how many tasks, and the commit rate.
@@ -52,13 +52,10 @@ const DRAIN: Duration = Duration::from_secs(10);
 /// delivery. `db` (PostgreSQL) commits through the lifecycle from this process; without
 /// it commits go through GraphQL mutations.
 pub async fn measure(binary: &Path, database_url: &str, db: Option<DatabaseConnection>, load: Load) -> anyhow::Result<LatencyReport> {
-    let binary = binary.to_owned();
-    let url = database_url.to_owned();
-    let server = tokio::task::spawn_blocking(move || ApiProcess::start(&binary, &url)).await??;
-    let http = reqwest::Client::new();
-    let fixture = tasks::create(&http, &server.graphql_url(), load.tasks).await?;
+    let server = server::start(binary, database_url).await?;
+    let fixture = tasks::create(server.graphql_url(), load.tasks).await?;
     let (receipts, mut received) = mpsc::unbounded_channel();
-    let token: Arc<str> = fixture.token.clone().into();
+    let token: Arc<str> = fixture.client.token().into();
     let subscribers = futures_util::stream::iter(0..load.subscribers)
         .map(|n| {
             let task = n % fixture.tasks.len();
@@ -74,7 +71,7 @@ pub async fn measure(binary: &Path, database_url: &str, db: Option<DatabaseConne
 
     let committer = Arc::new(match db {
         Some(db) => Committer::Lifecycle { db, tenant: fixture.tenant.clone() },
-        None => Committer::Mutation { http: http.clone(), url: server.graphql_url(), token: fixture.token.clone() },
+        None => Committer::Mutation(fixture.client.clone()),
     });
     // Each task's last sequence; commits on one task run one at a time so the sequence
     // each gets is known before it commits.

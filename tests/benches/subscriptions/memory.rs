@@ -9,7 +9,7 @@ use futures_util::{StreamExt as _, TryStreamExt as _};
 use tokio::sync::mpsc;
 
 use crate::client::{self, Subscriber};
-use crate::server::{ApiProcess, Memory};
+use crate::server::{self, Memory};
 use crate::tasks;
 
 /// Tasks the idle connections follow, round-robin.
@@ -53,16 +53,13 @@ impl MemoryReport {
 /// Starts a server on `database_url`, opens the connections step by step and reads its
 /// memory before and after each step.
 pub async fn measure(binary: &Path, database_url: &str) -> anyhow::Result<MemoryReport> {
-    let binary = binary.to_owned();
-    let url = database_url.to_owned();
-    let mut server = tokio::task::spawn_blocking(move || ApiProcess::start(&binary, &url)).await??;
-    let http = reqwest::Client::new();
-    let fixture = tasks::create(&http, &server.graphql_url(), TASKS).await?;
+    let mut server = server::start(binary, database_url).await?;
+    let fixture = tasks::create(server.graphql_url(), TASKS).await?;
     tokio::time::sleep(SETTLE).await;
-    let base = server.memory()?;
+    let base = server::memory(&mut server)?;
     // Events reach nobody in this run: the receiver is dropped at once.
     let (receipts, _) = mpsc::unbounded_channel();
-    let token: Arc<str> = fixture.token.into();
+    let token: Arc<str> = fixture.client.token().into();
     let mut subscribers: Vec<Subscriber> = Vec::new();
     let mut steps = Vec::new();
     for target in STEPS {
@@ -78,7 +75,7 @@ pub async fn measure(binary: &Path, database_url: &str) -> anyhow::Result<Memory
         let opened_in = started.elapsed();
         subscribers.extend(opened);
         tokio::time::sleep(SETTLE).await;
-        steps.push(Step { connections: target, memory: server.memory()?, opened_in });
+        steps.push(Step { connections: target, memory: server::memory(&mut server)?, opened_in });
     }
     drop(subscribers);
     Ok(MemoryReport { base, steps })

@@ -4,8 +4,8 @@
 //! which proves it is established.
 use std::time::Instant;
 
-use anyhow::{Context as _, anyhow};
-use kfs_tests::server::TestServer;
+use anyhow::Context as _;
+use kfs_tests::server::{GraphqlClient, TestServer};
 use sea_orm::DatabaseConnection;
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -14,12 +14,12 @@ use worker::lifecycle::TaskRef;
 /// The subject that owns every task and opens every subscription.
 const OWNER: &str = "bench-owner";
 
-/// A tenant of this run's own, its owner's token and the tasks.
+/// A tenant of this run's own, a client acting as its owner and the tasks.
 pub struct Fixture {
     /// The tenant.
     pub tenant: String,
-    /// A token for the owner, valid for an hour.
-    pub token: String,
+    /// The owner's client of the server, with a token valid for an hour.
+    pub client: GraphqlClient,
     /// The tasks, each paused once (its last sequence is 1).
     pub tasks: Vec<Uuid>,
 }
@@ -28,42 +28,29 @@ pub struct Fixture {
 pub enum Committer {
     /// A `pauseResearchTask` / `resumeResearchTask` mutation to the server: the commit
     /// happens in the server process, which hears it through its in-process notifier.
-    Mutation { http: reqwest::Client, url: String, token: String },
+    Mutation(GraphqlClient),
     /// `worker::lifecycle::pause` / `resume` from this process on the same database, as a
     /// worker process commits: the server hears it through PostgreSQL NOTIFY.
     Lifecycle { db: DatabaseConnection, tenant: String },
 }
 
-/// One GraphQL request that must succeed; returns its `data`.
-async fn call(http: &reqwest::Client, url: &str, token: &str, query: &str, variables: Value) -> anyhow::Result<Value> {
-    let body: Value = http
-        .post(url)
-        .bearer_auth(token)
-        .json(&json!({ "query": query, "variables": variables }))
-        .send()
-        .await?
-        .json()
-        .await?;
-    anyhow::ensure!(body.get("errors").is_none(), "errors from {query}: {body}");
-    body.get("data").cloned().ok_or_else(|| anyhow!("no data in {body}"))
-}
-
-/// Creates a space and `count` tasks in a new tenant, and pauses each task once.
-pub async fn create(http: &reqwest::Client, url: &str, count: usize) -> anyhow::Result<Fixture> {
+/// Creates a space and `count` tasks in a new tenant of the server at `graphql_url`, and
+/// pauses each task once.
+pub async fn create(graphql_url: String, count: usize) -> anyhow::Result<Fixture> {
     let tenant = format!("bench-{}", Uuid::new_v4().simple());
-    let token = TestServer::token(OWNER, &tenant);
-    let space = call(http, url, &token, "mutation { createKnowledgeSpace(input: {name: \"bench\"}) { id } }", json!({})).await?;
+    let client = GraphqlClient::new(graphql_url, TestServer::token(OWNER, &tenant));
+    let space = client.run("mutation { createKnowledgeSpace(input: {name: \"bench\"}) { id } }", json!({})).await?;
     let space = space.pointer("/createKnowledgeSpace/id").and_then(Value::as_str).context("no space id")?.to_owned();
     let mut tasks = Vec::with_capacity(count);
     for _ in 0..count {
         let input = json!({ "input": { "knowledgeSpaceId": space, "query": "How do subscriptions scale?" } });
-        let created = call(http, url, &token, "mutation($input: CreateResearchTaskInput!) { createResearchTask(input: $input) { id } }", input).await?;
+        let created = client.run("mutation($input: CreateResearchTaskInput!) { createResearchTask(input: $input) { id } }", input).await?;
         let id = created.pointer("/createResearchTask/id").and_then(Value::as_str).context("no task id")?;
         let id: Uuid = id.parse()?;
-        call(http, url, &token, PAUSE, json!({ "id": id })).await?;
+        client.run(PAUSE, json!({ "id": id })).await?;
         tasks.push(id);
     }
-    Ok(Fixture { tenant, token, tasks })
+    Ok(Fixture { tenant, client, tasks })
 }
 
 const PAUSE: &str = "mutation($id: UUID!) { pauseResearchTask(id: $id) { rowVersion } }";
@@ -77,8 +64,8 @@ impl Committer {
         let pause = sequence % 2 == 1;
         let started = Instant::now();
         match self {
-            Self::Mutation { http, url, token } => {
-                call(http, url, token, if pause { PAUSE } else { RESUME }, json!({ "id": task })).await?;
+            Self::Mutation(client) => {
+                client.run(if pause { PAUSE } else { RESUME }, json!({ "id": task })).await?;
             }
             Self::Lifecycle { db, tenant } => {
                 let task = TaskRef { id: task, tenant_id: tenant.clone(), subject_id: OWNER.to_owned(), expected_row_version: None };
@@ -96,7 +83,7 @@ impl Committer {
     /// How the commits reach the server, for the report.
     pub fn describe(&self) -> &'static str {
         match self {
-            Self::Mutation { .. } => "GraphQL pause/resume mutations (commit in the server process)",
+            Self::Mutation(_) => "GraphQL pause/resume mutations (commit in the server process)",
             Self::Lifecycle { .. } => "worker::lifecycle pause/resume from the bench process (PostgreSQL NOTIFY)",
         }
     }

@@ -12,14 +12,14 @@ mod cluster;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail, ensure};
-use kfs_tests::server::{TEST_JWT_SECRET, TestServer};
+use kfs_tests::process::{ApiProcess, Binaries, Process, api_command, command, wait_until};
+use kfs_tests::server::{GraphqlClient, TestServer};
 use kfs_tests::ws::{Event, WsClient, sequence_of};
 use kfs_tests::{DbTest, TestDb, db_tests};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::live_support::{PROGRESS, assert_exactly, take};
-use crate::multiprocess::process::{Process, build_binaries, command};
 use crate::worker_support::DOCUMENTS;
 use cluster::{Control, PrivatePostgres};
 
@@ -63,27 +63,29 @@ const RUN_DEADLINE: Duration = Duration::from_secs(60);
 async fn follow_through(outage: Outage) -> anyhow::Result<()> {
     // Declared first so it is dropped last: the processes stop before their database.
     let postgres = PrivatePostgres::start().await?;
-    let binaries = build_binaries().await?;
-    let mut api = Process::spawn("api", api_command(&binaries.api, &postgres.url()))?;
-    let line = api.line_starting_with("GraphiQL:", Duration::from_secs(30)).await?;
-    let base = line.trim_start_matches("GraphiQL:").trim().trim_end_matches("/graphiql").to_owned();
-    let client = Client::new(&base);
+    let binaries = Binaries::build().await?;
+    // The API alone, on the private cluster.
+    let mut api_command = api_command(&binaries.api, &postgres.url());
+    api_command.env("RUST_BACKTRACE", "0");
+    let mut api = ApiProcess::start(api_command).await?;
+    let tenant = format!("tenant-{}", Uuid::new_v4().simple());
+    let client = GraphqlClient::new(api.graphql_url(), TestServer::token("alice", &tenant));
 
     // The task is paused before any worker exists, so the run cannot start before the
     // subscriber follows it.
-    let space = client.space_with_documents().await?;
-    let task = client.task(&space).await?;
+    let space = space_with_documents(&client).await?;
+    let task = create_task(&client, &space).await?;
     client.run(PAUSE, json!({ "id": task })).await?;
     let mut worker = Process::spawn("worker", worker_command(&binaries.worker, &postgres.url()))?;
     // A restart while the worker still connects and migrates would stop it for good (a
     // failed start is fatal, as it should be); a task it completes shows it is past that.
-    let warm_up = client.task(&space).await?;
-    deadline(Duration::from_secs(30), "the worker process to complete a first task", async || {
+    let warm_up = create_task(&client, &space).await?;
+    wait_until(Duration::from_secs(30), "the worker process to complete a first task", async || {
         worker.ensure_running()?;
         Ok(client.run(READ_TASK, json!({ "id": warm_up })).await?["researchTask"]["stage"] == "COMPLETED")
     })
     .await?;
-    let mut subscriber = WsClient::connect_and_init(&format!("{}/graphql/ws", base.replacen("http://", "ws://", 1)), Some(&client.token)).await?;
+    let mut subscriber = WsClient::connect_and_init(&api.ws_url(), Some(client.token())).await?;
     subscriber.subscribe("feed", PROGRESS, json!({ "task": task, "after": 0 })).await?;
     let mut payloads = take(&mut subscriber, "feed", 1).await?;
 
@@ -112,7 +114,7 @@ async fn follow_through(outage: Outage) -> anyhow::Result<()> {
     })
     .await
     .with_context(|| format!("the feed did not complete within {RUN_DEADLINE:?} of the outage"))??;
-    api.ensure_running()?;
+    api.process.ensure_running()?;
     worker.ensure_running()?;
 
     let delivered: Vec<i64> = payloads.iter().map(|payload| sequence_of(payload, "researchTaskProgress")).collect::<Result<_, _>>()?;
@@ -125,30 +127,6 @@ async fn follow_through(outage: Outage) -> anyhow::Result<()> {
          {written} events complete at {completed:?} after the outage began"
     );
     Ok(())
-}
-
-/// Calls `check` until it answers true, failing after `limit`: the processes share
-/// nothing with the test but the database and the API, so polling is the way to wait.
-async fn deadline(limit: Duration, what: &str, mut check: impl AsyncFnMut() -> anyhow::Result<bool>) -> anyhow::Result<()> {
-    let until = Instant::now() + limit;
-    while !check().await? {
-        ensure!(Instant::now() < until, "gave up after {limit:?} waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    Ok(())
-}
-
-/// The API alone, on the private cluster.
-fn api_command(binary: &std::path::Path, database_url: &str) -> std::process::Command {
-    let mut api = command(binary);
-    api.args(["--config", "/nonexistent/kfs.toml", "serve"])
-        .env("DATABASE_URL", database_url)
-        .env("KFS_LISTEN_ADDR", "127.0.0.1:0")
-        .env("KFS_EMBEDDED_WORKER", "false")
-        .env("KFS_JWT_SECRET", TEST_JWT_SECRET)
-        .env("RUST_LOG", "warn")
-        .env("RUST_BACKTRACE", "0");
-    api
 }
 
 /// A worker whose lease lapses two seconds after a lost heartbeat and whose poll runs
@@ -172,51 +150,21 @@ const PAUSE: &str = "mutation($id: UUID!) { pauseResearchTask(id: $id) { stage }
 const RESUME: &str = "mutation($id: UUID!) { resumeResearchTask(id: $id) { stage } }";
 const READ_TASK: &str = "query($id: UUID!) { researchTask(id: $id) { stage progressEvents { sequence } } }";
 
-/// A GraphQL-over-HTTP client of the `api` process, as alice of a tenant of its own.
-struct Client {
-    http: reqwest::Client,
-    url: String,
-    token: String,
+/// A space of alice's holding [`DOCUMENTS`], so the run retrieves real evidence.
+async fn space_with_documents(client: &GraphqlClient) -> anyhow::Result<String> {
+    let data = client.run("mutation { createKnowledgeSpace(input: { name: \"Restart\" }) { id } }", json!({})).await?;
+    let space = data.pointer("/createKnowledgeSpace/id").and_then(Value::as_str).context("no space id")?.to_owned();
+    for (title, content) in DOCUMENTS {
+        let query = "mutation($input: AddKnowledgeDocumentInput!) { addKnowledgeDocument(input: $input) { id } }";
+        client.run(query, json!({ "input": { "knowledgeSpaceId": space, "title": title, "content": content } })).await?;
+    }
+    Ok(space)
 }
 
-impl Client {
-    fn new(base_url: &str) -> Self {
-        let tenant = format!("tenant-{}", Uuid::new_v4().simple());
-        Self { http: reqwest::Client::new(), url: format!("{base_url}/graphql"), token: TestServer::token("alice", &tenant) }
-    }
-
-    /// Runs one operation and returns its `data`; any error fails.
-    async fn run(&self, query: &str, variables: Value) -> anyhow::Result<Value> {
-        let response = self
-            .http
-            .post(&self.url)
-            .bearer_auth(&self.token)
-            .json(&json!({ "query": query, "variables": variables }))
-            .send()
-            .await
-            .context("sending a GraphQL request to the api process")?;
-        let status = response.status();
-        let body: Value = response.json().await.context("reading a GraphQL response")?;
-        ensure!(status.is_success() && body.get("errors").is_none(), "GraphQL answered {status}: {body}");
-        body.get("data").cloned().context("a GraphQL response without data")
-    }
-
-    /// A space of alice's holding [`DOCUMENTS`], so the run retrieves real evidence.
-    async fn space_with_documents(&self) -> anyhow::Result<String> {
-        let data = self.run("mutation { createKnowledgeSpace(input: { name: \"Restart\" }) { id } }", json!({})).await?;
-        let space = data.pointer("/createKnowledgeSpace/id").and_then(Value::as_str).context("no space id")?.to_owned();
-        for (title, content) in DOCUMENTS {
-            let query = "mutation($input: AddKnowledgeDocumentInput!) { addKnowledgeDocument(input: $input) { id } }";
-            self.run(query, json!({ "input": { "knowledgeSpaceId": space, "title": title, "content": content } })).await?;
-        }
-        Ok(space)
-    }
-
-    /// A queued research task in the space; returns its id.
-    async fn task(&self, space: &str) -> anyhow::Result<String> {
-        let query = "mutation($input: CreateResearchTaskInput!) { createResearchTask(input: $input) { id } }";
-        let input = json!({ "knowledgeSpaceId": space, "query": "How does a lease token fence a stale worker?", "mode": "FAST", "topK": 3 });
-        let data = self.run(query, json!({ "input": input })).await?;
-        data.pointer("/createResearchTask/id").and_then(Value::as_str).map(str::to_owned).context("no task id")
-    }
+/// A queued research task in the space; returns its id.
+async fn create_task(client: &GraphqlClient, space: &str) -> anyhow::Result<String> {
+    let query = "mutation($input: CreateResearchTaskInput!) { createResearchTask(input: $input) { id } }";
+    let input = json!({ "knowledgeSpaceId": space, "query": "How does a lease token fence a stale worker?", "mode": "FAST", "topK": 3 });
+    let data = client.run(query, json!({ "input": input })).await?;
+    data.pointer("/createResearchTask/id").and_then(Value::as_str).map(str::to_owned).context("no task id")
 }

@@ -4,7 +4,6 @@
 //!
 //! The test runs the binaries cargo built, and builds them itself first (a no-op after
 //! `cargo build --workspace`), so it never runs stale executables.
-pub(crate) mod process;
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -15,13 +14,14 @@ use entity::{
     research_task_progress_event as progress,
 };
 use futures_util::{StreamExt as _, TryStreamExt as _};
-use kfs_tests::server::{TEST_JWT_SECRET, TestServer};
+use kfs_tests::process::{ApiProcess, Binaries, Process, api_command, command, wait_until};
+use kfs_tests::server::{GraphqlClient, TestServer};
 use kfs_tests::{DbTest, TestDb, db_tests};
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use process::{Process, build_binaries, command};
+use crate::worker_support::assert_gapless;
 
 /// This module's tests: PostgreSQL only, because several processes sharing one database
 /// is the production topology, and SQLite's is one process.
@@ -70,26 +70,26 @@ const QUESTIONS: &[&str] = &[
 
 async fn two_worker_processes_finish_every_task_exactly_once_when_one_is_killed(db: TestDb) -> anyhow::Result<()> {
     let started = Instant::now();
-    let binaries = build_binaries().await?;
-    let mut api = Process::spawn("api", api_command(&binaries.api, &db.url))?;
-    let line = api.line_starting_with("GraphiQL:", Duration::from_secs(30)).await?;
-    let base_url = base_url(&line)?;
+    let binaries = Binaries::build().await?;
+    // The API alone: no embedded worker, so every task runs in a worker process.
+    let mut api = ApiProcess::start(api_command(&binaries.api, &db.url)).await?;
     let mut doomed = Process::spawn("worker-a", worker_command(&binaries.worker, &db.url, "worker-a"))?;
     let mut survivor = Process::spawn("worker-b", worker_command(&binaries.worker, &db.url, "worker-b"))?;
 
-    let client = Client::new(&base_url, &format!("tenant-{}", Uuid::new_v4().simple()));
-    let space = client.create_space_with_documents().await?;
+    let tenant = format!("tenant-{}", Uuid::new_v4().simple());
+    let client = GraphqlClient::new(api.graphql_url(), TestServer::token("alice", &tenant));
+    let space = create_space_with_documents(&client).await?;
     // The kill lands while tasks are still being created, so worker-a is busy whether
     // the workers keep up with the API or fall behind it.
     let (tasks, (stranded, killed)) = tokio::try_join!(
-        client.create_tasks(space, TASKS),
-        kill_mid_work(&db, space, &mut doomed, [&mut api, &mut survivor], started),
+        create_tasks(&client, space, TASKS),
+        kill_mid_work(&db, space, &mut doomed, [&mut api.process, &mut survivor], started),
     )?;
     anyhow::ensure!(tasks.len() == TASKS, "created {} distinct tasks, expected {TASKS}", tasks.len());
     let created = started.elapsed();
 
-    deadline(Duration::from_secs(90), "every task to complete", async || {
-        api.ensure_running()?;
+    wait_until(Duration::from_secs(90), "every task to complete", async || {
+        api.process.ensure_running()?;
         survivor.ensure_running()?;
         let ended_badly = job::Entity::find()
             .filter(job::Column::KnowledgeSpaceId.eq(space))
@@ -106,7 +106,7 @@ async fn two_worker_processes_finish_every_task_exactly_once_when_one_is_killed(
 
     let jobs = assert_each_task_completed_once(&db, space, &tasks, &stranded).await?;
     for id in &stranded {
-        client.assert_api_shows_the_answer(*id).await?;
+        assert_api_shows_the_answer(&client, *id).await?;
     }
     let reclaimed: i32 = jobs.iter().map(|job| job.execution_attempts - 1).sum();
     eprintln!(
@@ -128,7 +128,7 @@ async fn kill_mid_work(
     started: Instant,
 ) -> anyhow::Result<(Vec<Uuid>, Duration)> {
     let [api, survivor] = others;
-    deadline(Duration::from_secs(60), "worker-a to hold a lease after some tasks completed", async || {
+    wait_until(Duration::from_secs(60), "worker-a to hold a lease after some tasks completed", async || {
         for child in [&mut *api, &mut *doomed, &mut *survivor] {
             child.ensure_running()?;
         }
@@ -139,7 +139,7 @@ async fn kill_mid_work(
     let killed = started.elapsed();
     // A COMMIT the worker sent just before it died still lands: wait until PostgreSQL has
     // ended every session of worker-a, so what it held is settled before we read it.
-    deadline(Duration::from_secs(30), "PostgreSQL to end worker-a's sessions", async || {
+    wait_until(Duration::from_secs(30), "PostgreSQL to end worker-a's sessions", async || {
         Ok(sessions_of(db, "worker-a").await? == 0)
     })
     .await?;
@@ -154,18 +154,6 @@ async fn sessions_of(db: &TestDb, name: &str) -> anyhow::Result<i64> {
     let sql = "SELECT count(*)::text FROM pg_stat_activity WHERE application_name = $1";
     let counts = db.strings(sql, [name.into()]).await?;
     Ok(counts.first().and_then(|count| count.parse().ok()).unwrap_or(0))
-}
-
-/// The API alone: no embedded worker, so every task runs in a worker process.
-fn api_command(binary: &std::path::Path, database_url: &str) -> std::process::Command {
-    let mut api = command(binary);
-    api.args(["--config", "/nonexistent/kfs.toml", "serve"])
-        .env("DATABASE_URL", database_url)
-        .env("KFS_LISTEN_ADDR", "127.0.0.1:0")
-        .env("KFS_EMBEDDED_WORKER", "false")
-        .env("KFS_JWT_SECRET", TEST_JWT_SECRET)
-        .env("RUST_LOG", "warn");
-    api
 }
 
 /// A worker whose lease lapses [`LEASE_MS`] after its last heartbeat, so a killed one's
@@ -186,28 +174,6 @@ fn worker_command(binary: &std::path::Path, database_url: &str, worker_id: &str)
         .env("KFS_WORKER_RETRY_CAP_MS", "1000")
         .env("RUST_LOG", "info");
     worker
-}
-
-/// `GraphiQL:  http://127.0.0.1:PORT/graphiql` → `http://127.0.0.1:PORT`.
-fn base_url(line: &str) -> anyhow::Result<String> {
-    line.trim_start_matches("GraphiQL:")
-        .trim()
-        .strip_suffix("/graphiql")
-        .map(str::to_owned)
-        .with_context(|| format!("no address in the api's line {line:?}"))
-}
-
-/// Calls `check` until it answers true, failing after `limit`. Polling the database is
-/// the synchronization here: the processes share nothing else with the test.
-async fn deadline(limit: Duration, what: &str, mut check: impl AsyncFnMut() -> anyhow::Result<bool>) -> anyhow::Result<()> {
-    let until = Instant::now() + limit;
-    loop {
-        if check().await? {
-            return Ok(());
-        }
-        anyhow::ensure!(Instant::now() < until, "gave up after {limit:?} waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// How many of the space's tasks have completed.
@@ -311,95 +277,59 @@ fn group<T>(rows: Vec<T>, task: impl Fn(&T) -> Uuid) -> HashMap<Uuid, Vec<T>> {
     groups
 }
 
-/// Fails unless `sequences` is exactly 1, 2, …, n.
-fn assert_gapless(what: &str, sequences: &[i32]) -> anyhow::Result<()> {
-    let expected: Vec<i32> = (1..=sequences.len() as i32).collect();
-    anyhow::ensure!(sequences == expected, "{what} sequences are {sequences:?}, expected {expected:?}");
+/// A space of the caller's, holding [`DOCUMENTS`].
+async fn create_space_with_documents(client: &GraphqlClient) -> anyhow::Result<Uuid> {
+    let data = client
+        .run("mutation { createKnowledgeSpace(input: { name: \"Multiprocess\" }) { id } }", json!({}))
+        .await?;
+    let space = uuid_at(&data, "/createKnowledgeSpace/id")?;
+    for (title, content) in DOCUMENTS {
+        let query = "mutation($input: AddKnowledgeDocumentInput!) { addKnowledgeDocument(input: $input) { id } }";
+        let input = json!({ "knowledgeSpaceId": space, "title": title, "content": content });
+        client.run(query, json!({ "input": input })).await?;
+    }
+    Ok(space)
+}
+
+/// Creates `count` tasks, eight requests at a time, across all modes. Each carries an
+/// idempotency key, so a retried request could never add a task.
+async fn create_tasks(client: &GraphqlClient, space: Uuid, count: usize) -> anyhow::Result<HashSet<Uuid>> {
+    const MODES: [&str; 4] = ["FAST", "RESEARCH", "DEEP", "AUTO"];
+    let query = "mutation($input: CreateResearchTaskInput!) { createResearchTask(input: $input) { id stage } }";
+    futures_util::stream::iter(0..count)
+        .map(|index| async move {
+            let input = json!({
+                "knowledgeSpaceId": space,
+                "query": QUESTIONS[index % QUESTIONS.len()],
+                "mode": MODES[index % MODES.len()],
+                "topK": 3,
+                "budgetUsd": 1.0,
+                "idempotencyKey": format!("multiprocess-{index}"),
+            });
+            let data = client.run(query, json!({ "input": input })).await?;
+            uuid_at(&data, "/createResearchTask/id")
+        })
+        .buffer_unordered(8)
+        .try_collect()
+        .await
+}
+
+/// The API reads back what the worker processes wrote: the task completed, with its
+/// answer and its five progress events.
+async fn assert_api_shows_the_answer(client: &GraphqlClient, id: Uuid) -> anyhow::Result<()> {
+    let query = "query($id: UUID!) { researchTask(id: $id) {
+        stage executionAttempts answerTrace { researchTaskId } progressEvents { sequence eventType stage } } }";
+    let data = client.run(query, json!({ "id": id })).await?;
+    let task = data.get("researchTask").context("no researchTask")?;
+    anyhow::ensure!(task["stage"] == "COMPLETED", "the API shows task {id} as {task}");
+    anyhow::ensure!(task["answerTrace"]["researchTaskId"] == json!(id), "the API shows task {id} without its answer: {task}");
+    let events = task["progressEvents"].as_array().context("no progressEvents")?;
+    let last = events.last().context("no progress events")?;
+    anyhow::ensure!(
+        events.len() == EXPECTED_EVENTS.len() && last["eventType"] == "STAGE_CHANGED" && last["stage"] == "COMPLETED",
+        "the API shows task {id}'s events as {events:?}"
+    );
     Ok(())
-}
-
-/// A GraphQL-over-HTTP client of the `api` process, as one subject.
-struct Client {
-    http: reqwest::Client,
-    url: String,
-    token: String,
-}
-
-impl Client {
-    fn new(base_url: &str, tenant: &str) -> Self {
-        Self { http: reqwest::Client::new(), url: format!("{base_url}/graphql"), token: TestServer::token("alice", tenant) }
-    }
-
-    /// Runs one operation and returns its `data`; any error fails.
-    async fn run(&self, query: &str, variables: Value) -> anyhow::Result<Value> {
-        let response = self
-            .http
-            .post(&self.url)
-            .bearer_auth(&self.token)
-            .json(&json!({ "query": query, "variables": variables }))
-            .send()
-            .await
-            .context("sending a GraphQL request to the api process")?;
-        let status = response.status();
-        let body: Value = response.json().await.context("reading a GraphQL response")?;
-        anyhow::ensure!(status.is_success() && body.get("errors").is_none(), "GraphQL answered {status}: {body}");
-        body.get("data").cloned().context("a GraphQL response without data")
-    }
-
-    /// A space of the caller's, holding [`DOCUMENTS`].
-    async fn create_space_with_documents(&self) -> anyhow::Result<Uuid> {
-        let data = self
-            .run("mutation { createKnowledgeSpace(input: { name: \"Multiprocess\" }) { id } }", json!({}))
-            .await?;
-        let space = uuid_at(&data, "/createKnowledgeSpace/id")?;
-        for (title, content) in DOCUMENTS {
-            let query = "mutation($input: AddKnowledgeDocumentInput!) { addKnowledgeDocument(input: $input) { id } }";
-            let input = json!({ "knowledgeSpaceId": space, "title": title, "content": content });
-            self.run(query, json!({ "input": input })).await?;
-        }
-        Ok(space)
-    }
-
-    /// Creates `count` tasks, eight requests at a time, across all modes. Each carries an
-    /// idempotency key, so a retried request could never add a task.
-    async fn create_tasks(&self, space: Uuid, count: usize) -> anyhow::Result<HashSet<Uuid>> {
-        const MODES: [&str; 4] = ["FAST", "RESEARCH", "DEEP", "AUTO"];
-        let query = "mutation($input: CreateResearchTaskInput!) { createResearchTask(input: $input) { id stage } }";
-        futures_util::stream::iter(0..count)
-            .map(|index| async move {
-                let input = json!({
-                    "knowledgeSpaceId": space,
-                    "query": QUESTIONS[index % QUESTIONS.len()],
-                    "mode": MODES[index % MODES.len()],
-                    "topK": 3,
-                    "budgetUsd": 1.0,
-                    "idempotencyKey": format!("multiprocess-{index}"),
-                });
-                let data = self.run(query, json!({ "input": input })).await?;
-                uuid_at(&data, "/createResearchTask/id")
-            })
-            .buffer_unordered(8)
-            .try_collect()
-            .await
-    }
-
-    /// The API reads back what the worker processes wrote: the task completed, with its
-    /// answer and its five progress events.
-    async fn assert_api_shows_the_answer(&self, id: Uuid) -> anyhow::Result<()> {
-        let query = "query($id: UUID!) { researchTask(id: $id) {
-            stage executionAttempts answerTrace { researchTaskId } progressEvents { sequence eventType stage } } }";
-        let data = self.run(query, json!({ "id": id })).await?;
-        let task = data.get("researchTask").context("no researchTask")?;
-        anyhow::ensure!(task["stage"] == "COMPLETED", "the API shows task {id} as {task}");
-        anyhow::ensure!(task["answerTrace"]["researchTaskId"] == json!(id), "the API shows task {id} without its answer: {task}");
-        let events = task["progressEvents"].as_array().context("no progressEvents")?;
-        let last = events.last().context("no progress events")?;
-        anyhow::ensure!(
-            events.len() == EXPECTED_EVENTS.len() && last["eventType"] == "STAGE_CHANGED" && last["stage"] == "COMPLETED",
-            "the API shows task {id}'s events as {events:?}"
-        );
-        Ok(())
-    }
 }
 
 /// The UUID at `pointer` in a GraphQL `data` object.
