@@ -12,10 +12,9 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use entity::{AccessChannel, MemberRole, ResearchMode, Stage, knowledge_document, now_millis, research_task_job as job};
+use entity::{AccessChannel, MemberRole, ResearchMode, Stage, research_task_job as job};
 use kfs_tests::{Backend, TestConfig, TestDb, fixtures};
-use sea_orm::{ActiveValue::Set, ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
-use serde_json::json;
+use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
 use uuid::Uuid;
 use worker::lifecycle::{NewTask, create};
 use worker::runtime::{CancellationToken, TaskTracker};
@@ -172,32 +171,12 @@ async fn seed(db: &TestDb) -> anyhow::Result<Uuid> {
     let space = fixtures::space(db).await?;
     let owner = fixtures::member(db, &space, "owner", MemberRole::Owner).await?;
     for (title, content) in DOCUMENTS {
-        let now = now_millis();
-        let row = knowledge_document::ActiveModel {
-            id: Set(Uuid::now_v7()),
-            tenant_id: Set(space.tenant_id.clone()),
-            knowledge_space_id: Set(space.id),
-            title: Set(title.to_owned()),
-            content: Set(content.to_owned()),
-            created_by: Set(owner.subject_id.clone()),
-            created_at: Set(now),
-            updated_at: Set(now),
-        };
-        knowledge_document::Entity::insert(row).exec(&db.db).await?;
+        fixtures::document(db, &owner, title, content).await?;
     }
     let notifier = Notifier::new();
     for index in 0..TASKS {
-        let input = NewTask {
-            grant: fixtures::member_grant(&owner, AccessChannel::Interactive),
-            query: QUESTIONS[index % QUESTIONS.len()].to_owned(),
-            mode: Some(ResearchMode::Research),
-            top_k: Some(5),
-            budget_usd: Some(1.0),
-            limits: json!({}),
-            metadata: json!({}),
-            idempotency_key: None,
-            max_execution_attempts: 3,
-        };
+        let asked = fixtures::new_task(fixtures::member_grant(&owner, AccessChannel::Interactive), QUESTIONS[index % QUESTIONS.len()]);
+        let input = NewTask { mode: Some(ResearchMode::Research), ..asked };
         create(&db.db, &notifier, input).await.context("creating a task")?;
     }
     Ok(space.id)

@@ -3,8 +3,8 @@
 //! the rows a test then mangles are built here as ActiveModels with every field valid.
 use anyhow::Context as _;
 use entity::{
-    AccessChannel, MemberRole, OutboxStatus, ProgressEventType, Stage, answer_trace, api_key, knowledge_space, member,
-    now_millis, permission_snapshot, research_task_job as job, research_task_outbox as outbox,
+    AccessChannel, MemberRole, OutboxStatus, ProgressEventType, Stage, answer_trace, api_key, knowledge_document,
+    knowledge_space, member, now_millis, permission_snapshot, research_task_job as job, research_task_outbox as outbox,
     research_task_partial_result as partial, research_task_progress_event as progress,
 };
 use sea_orm::{ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
@@ -80,6 +80,22 @@ pub async fn api_key(db: &TestDb, space: &knowledge_space::Model) -> anyhow::Res
     Ok(api_key::Entity::insert(row).exec_with_returning(&db.db).await?)
 }
 
+/// Adds a document to the member's space, written by the member.
+pub async fn document(db: &TestDb, author: &member::Model, title: &str, content: &str) -> anyhow::Result<knowledge_document::Model> {
+    let now = now_millis();
+    let row = knowledge_document::ActiveModel {
+        id: Set(Uuid::now_v7()),
+        tenant_id: Set(author.tenant_id.clone()),
+        knowledge_space_id: Set(author.knowledge_space_id),
+        title: Set(title.to_owned()),
+        content: Set(content.to_owned()),
+        created_by: Set(author.subject_id.clone()),
+        created_at: Set(now),
+        updated_at: Set(now),
+    };
+    Ok(knowledge_document::Entity::insert(row).exec_with_returning(&db.db).await?)
+}
+
 /// The grant request of a member, through `channel`.
 pub fn member_grant(member: &member::Model, channel: AccessChannel) -> GrantRequest {
     GrantRequest {
@@ -96,12 +112,13 @@ pub async fn snapshot(db: &TestDb, member: &member::Model, channel: AccessChanne
     Ok(worker::grant::issue(&db.db, &member_grant(member, channel)).await?)
 }
 
-/// Creates a queued task for the member, reaching the service through `channel`, through
-/// the lifecycle as the API would (job, snapshot and first outbox delivery).
-pub async fn job(db: &TestDb, member: &member::Model, channel: AccessChannel) -> anyhow::Result<job::Model> {
-    let input = NewTask {
-        grant: member_grant(member, channel),
-        query: "How do leases fence out stale workers?".to_owned(),
+/// A valid request for a task asking `query` under `grant`: default mode, top 5, a
+/// budget of one dollar, no limits, metadata or idempotency key, three attempts. A test
+/// changes the fields it is about with struct update syntax.
+pub fn new_task(grant: GrantRequest, query: &str) -> NewTask {
+    NewTask {
+        grant,
+        query: query.to_owned(),
         mode: None,
         top_k: Some(5),
         budget_usd: Some(1.0),
@@ -109,7 +126,13 @@ pub async fn job(db: &TestDb, member: &member::Model, channel: AccessChannel) ->
         metadata: json!({}),
         idempotency_key: None,
         max_execution_attempts: 3,
-    };
+    }
+}
+
+/// Creates a queued task for the member, reaching the service through `channel`, through
+/// the lifecycle as the API would (job, snapshot and first outbox delivery).
+pub async fn job(db: &TestDb, member: &member::Model, channel: AccessChannel) -> anyhow::Result<job::Model> {
+    let input = new_task(member_grant(member, channel), "How do leases fence out stale workers?");
     let created = create(&db.db, &worker::Notifier::new(), input).await.context("creating a fixture task")?;
     Ok(created.task)
 }

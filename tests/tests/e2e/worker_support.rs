@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use entity::{
-    MemberRole, ResearchMode, Stage, api_key, knowledge_document, member, now_millis, research_task_job as job,
+    MemberRole, ResearchMode, Stage, api_key, member, now_millis, research_task_job as job,
     research_task_partial_result as partial, research_task_progress_event as progress,
 };
 use kfs_tests::{TestDb, fixtures};
@@ -55,18 +55,7 @@ pub async fn space_with_documents(db: &TestDb) -> anyhow::Result<(entity::knowle
     let owner = fixtures::member(db, &space, "owner", MemberRole::Owner).await?;
     let mut ids = Vec::new();
     for (title, content) in DOCUMENTS {
-        let now = now_millis();
-        let row = knowledge_document::ActiveModel {
-            id: Set(Uuid::now_v7()),
-            tenant_id: Set(space.tenant_id.clone()),
-            knowledge_space_id: Set(space.id),
-            title: Set((*title).to_owned()),
-            content: Set((*content).to_owned()),
-            created_by: Set(owner.subject_id.clone()),
-            created_at: Set(now),
-            updated_at: Set(now),
-        };
-        ids.push(knowledge_document::Entity::insert(row).exec_with_returning(&db.db).await?.id);
+        ids.push(fixtures::document(db, &owner, title, content).await?.id);
     }
     Ok((space, owner, ids))
 }
@@ -97,15 +86,11 @@ impl Default for Ask {
 /// Creates a task through the lifecycle, as the API does, under `grant`.
 pub async fn create_task(db: &TestDb, notifier: &Notifier, grant: GrantRequest, ask: Ask) -> anyhow::Result<job::Model> {
     let input = NewTask {
-        grant,
-        query: ask.query.to_owned(),
         mode: ask.mode,
         top_k: Some(3),
         budget_usd: ask.budget_usd,
         limits: ask.limits,
-        metadata: json!({}),
-        idempotency_key: None,
-        max_execution_attempts: 3,
+        ..fixtures::new_task(grant, ask.query)
     };
     Ok(create(&db.db, notifier, input).await?.task)
 }
