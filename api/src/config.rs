@@ -33,8 +33,6 @@ pub struct Settings {
     pub ws_max_connections: usize,
     /// `KFS_WS_MAX_SUBSCRIPTIONS`: operations one WebSocket may run at once.
     pub ws_max_subscriptions: usize,
-    /// `KFS_WS_SEND_QUEUE`: messages that may wait for a slow client before it is closed.
-    pub ws_send_queue: usize,
     /// `KFS_WORKER_<FIELD>`: the worker loops' settings.
     #[serde(default)]
     pub worker: WorkerSettings,
@@ -52,7 +50,6 @@ struct Defaults {
     ws_ping_interval_ms: u64,
     ws_max_connections: usize,
     ws_max_subscriptions: usize,
-    ws_send_queue: usize,
 }
 
 impl Default for Defaults {
@@ -67,7 +64,6 @@ impl Default for Defaults {
             ws_ping_interval_ms: 15_000,
             ws_max_connections: 10_000,
             ws_max_subscriptions: 100,
-            ws_send_queue: 256,
         }
     }
 }

@@ -1,20 +1,22 @@
-//! One WebSocket connection: the handshake, keep-alives, and one task per running
-//! operation. Outgoing messages pass through a bounded queue; a client too slow to drain
-//! it is closed (1013) instead of being allowed to grow memory or stall others.
-use std::collections::HashMap;
+//! One WebSocket connection: the handshake, keep-alives, and every running operation,
+//! all polled by the connection's one task. Operations are pulled only as fast as the
+//! client takes their messages, so a slow client never makes the server buffer for it:
+//! its subscriptions fall behind their topic and catch up from the database later, and a
+//! client that stops reading altogether is closed (1013) once a write has waited
+//! `send_timeout`. Nobody else waits for it.
 use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket};
-use futures_util::stream::{SplitSink, StreamExt};
 use futures_util::SinkExt;
+use futures_util::stream::{BoxStream, SplitSink, StreamExt};
 use serde_json::Value;
-use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
+use tokio_stream::StreamMap;
 use tokio_util::sync::CancellationToken;
 
 use super::protocol::{Incoming, Outgoing, Subprotocol, close, parse};
 use crate::auth::{Principal, authenticate};
 use crate::http::GraphqlEndpoint;
+use crate::http::error_codes::is_request_error;
 
 /// Tunables of a connection, from the settings.
 #[derive(Debug, Clone, Copy)]
@@ -25,9 +27,7 @@ pub struct ConnectionLimits {
     pub ping_interval: Duration,
     /// Operations one connection may run at once.
     pub max_subscriptions: usize,
-    /// Messages that may wait for a slow client before it is closed.
-    pub send_queue: usize,
-    /// How long one write may block before the client counts as too slow.
+    /// How long one write may wait for the client before it counts as too slow.
     pub send_timeout: Duration,
 }
 
@@ -39,46 +39,46 @@ enum Ending {
     Gone,
 }
 
+/// What one write came to.
+enum Sent {
+    /// The message went out.
+    Ok,
+    /// The connection failed.
+    Gone,
+    /// The client did not take the message within `send_timeout`.
+    TooSlow,
+}
+
+impl Sent {
+    /// The ending a failed write means, if it failed.
+    fn ending(self) -> Option<Ending> {
+        match self {
+            Self::Ok => None,
+            Self::Gone => Some(Ending::Gone),
+            Self::TooSlow => Some(Ending::Close(close::SLOW_CONSUMER, "subscriber too slow to keep up".into())),
+        }
+    }
+}
+
 /// Serves the connection until either side ends it.
 pub async fn serve(socket: WebSocket, protocol: Subprotocol, endpoint: GraphqlEndpoint, limits: ConnectionLimits, shutdown: CancellationToken) {
     let (mut sink, mut stream) = socket.split();
-    // Boxed messages: the channel allocates its first block of 32 slots up front, each
-    // the size of the largest message, and every idle connection would carry it.
-    let (queue, mut outgoing) = mpsc::channel::<Box<Outgoing>>(limits.send_queue);
-    let (finished_tx, mut finished) = mpsc::unbounded_channel::<String>();
-    let slow = CancellationToken::new();
-    let mut operations: HashMap<String, JoinHandle<()>> = HashMap::new();
+    let mut operations: StreamMap<String, BoxStream<'static, Outgoing>> = StreamMap::new();
     // Set by an accepted `connection_init`; the inner `None` is an anonymous connection.
     let mut session: Option<Option<Principal>> = None;
     let mut acknowledged = false;
     let init_deadline = tokio::time::sleep(limits.init_timeout);
     tokio::pin!(init_deadline);
     let mut keep_alive = tokio::time::interval_at(tokio::time::Instant::now() + limits.ping_interval, limits.ping_interval);
+    let timeout = limits.send_timeout;
 
     let ending = loop {
-        // Shutdown and a slow consumer first: they end the connection whatever else is
-        // ready. Then outgoing messages before new input, so a busy client cannot starve
-        // its own results.
+        // Shutdown first: it ends the connection whatever else is ready. Then the client's
+        // own messages, so a busy subscription cannot starve a `complete` or a ping. Then
+        // results, then housekeeping.
         tokio::select! {
             biased;
             () = shutdown.cancelled() => break Ending::Close(close::GOING_AWAY, "server shutting down".into()),
-            () = slow.cancelled() => break Ending::Close(close::SLOW_CONSUMER, "subscriber too slow to keep up".into()),
-            Some(message) = outgoing.recv() => {
-                if !send(&mut sink, protocol, &message, limits.send_timeout).await {
-                    break Ending::Gone;
-                }
-            }
-            Some(id) = finished.recv() => {
-                operations.remove(&id);
-            }
-            () = &mut init_deadline, if !acknowledged => {
-                break Ending::Close(close::INIT_TIMEOUT, "Connection initialisation timeout".into());
-            }
-            _ = keep_alive.tick(), if acknowledged => {
-                if !send(&mut sink, protocol, &Outgoing::KeepAlive, limits.send_timeout).await {
-                    break Ending::Gone;
-                }
-            }
             frame = stream.next() => {
                 let text = match frame {
                     Some(Ok(Message::Text(text))) => text,
@@ -101,24 +101,24 @@ pub async fn serve(socket: WebSocket, protocol: Subprotocol, endpoint: GraphqlEn
                             Ok(principal) => {
                                 session = Some(principal);
                                 acknowledged = true;
-                                if !send(&mut sink, protocol, &Outgoing::Ack, limits.send_timeout).await {
-                                    break Ending::Gone;
+                                if let Some(ending) = send(&mut sink, protocol, Outgoing::Ack, timeout).await.ending() {
+                                    break ending;
                                 }
                             }
                             Err(reason) => break Ending::Close(close::FORBIDDEN, reason),
                         }
                     }
                     Incoming::Ping(payload) => {
-                        if !send(&mut sink, protocol, &Outgoing::Pong(payload), limits.send_timeout).await {
-                            break Ending::Gone;
+                        if let Some(ending) = send(&mut sink, protocol, Outgoing::Pong(payload), timeout).await.ending() {
+                            break ending;
                         }
                     }
                     Incoming::Pong => {}
                     Incoming::Terminate => break Ending::Gone,
                     Incoming::Stop(id) => {
-                        if let Some(operation) = operations.remove(&id) {
-                            operation.abort();
-                        }
+                        // Dropping the stream ends the operation; per the protocol nothing
+                        // more is sent for it.
+                        operations.remove(&id);
                     }
                     Incoming::Subscribe(id, request) => {
                         let Some(principal) = session.as_ref().filter(|_| acknowledged) else {
@@ -129,21 +129,33 @@ pub async fn serve(socket: WebSocket, protocol: Subprotocol, endpoint: GraphqlEn
                         }
                         if operations.len() >= limits.max_subscriptions {
                             let error = serde_json::json!([{ "message": format!("at most {} operations may run on one connection", limits.max_subscriptions), "extensions": { "code": "BAD_USER_INPUT" } }]);
-                            if !send(&mut sink, protocol, &Outgoing::Error(id, error), limits.send_timeout).await {
-                                break Ending::Gone;
+                            if let Some(ending) = send(&mut sink, protocol, Outgoing::Error(id, error), timeout).await.ending() {
+                                break ending;
                             }
                             continue;
                         }
-                        let operation = run_operation(&endpoint, principal.clone(), id.clone(), *request, queue.clone(), slow.clone(), finished_tx.clone());
+                        let operation = operation(&endpoint, principal.clone(), id.clone(), *request);
                         operations.insert(id, operation);
                     }
                 }
             }
+            // A finished operation leaves the map by itself after its last message.
+            Some((_, message)) = operations.next(), if !operations.is_empty() => {
+                if let Some(ending) = send(&mut sink, protocol, message, timeout).await.ending() {
+                    break ending;
+                }
+            }
+            () = &mut init_deadline, if !acknowledged => {
+                break Ending::Close(close::INIT_TIMEOUT, "Connection initialisation timeout".into());
+            }
+            _ = keep_alive.tick(), if acknowledged => {
+                if let Some(ending) = send(&mut sink, protocol, Outgoing::KeepAlive, timeout).await.ending() {
+                    break ending;
+                }
+            }
         }
     };
-    for operation in operations.into_values() {
-        operation.abort();
-    }
+    drop(operations);
     if let Ending::Close(code, reason) = ending {
         let frame = CloseFrame { code, reason: reason.into() };
         let _ = tokio::time::timeout(limits.send_timeout, sink.send(Message::Close(Some(frame)))).await;
@@ -158,55 +170,40 @@ async fn initialise(endpoint: &GraphqlEndpoint, payload: &Value) -> Result<Optio
     authenticate(&endpoint.state, header.as_deref()).await.map_err(|_| "Forbidden".to_owned())
 }
 
-/// Runs one operation, queueing its results; tells the connection when it ends.
-fn run_operation(
-    endpoint: &GraphqlEndpoint,
-    principal: Option<Principal>,
-    id: String,
-    request: async_graphql::Request,
-    queue: mpsc::Sender<Box<Outgoing>>,
-    slow: CancellationToken,
-    finished: mpsc::UnboundedSender<String>,
-) -> JoinHandle<()> {
-    let schema = endpoint.schema.clone();
+/// One operation as the stream of messages the client gets: `next` for each result, then
+/// `complete`; or a single `error` when it failed before any field ran (parse, validation,
+/// a refused subscription), which ends it per the protocol.
+fn operation(endpoint: &GraphqlEndpoint, principal: Option<Principal>, id: String, request: async_graphql::Request) -> BoxStream<'static, Outgoing> {
     let mut request = request;
     if let Some(principal) = principal {
         request = request.data(principal);
     }
-    tokio::spawn(async move {
-        let mut results = schema.execute_stream(request);
-        let mut first = true;
-        let mut failed = false;
-        while let Some(response) = results.next().await {
-            // A response that failed before any field ran (parse, validation, a refused
-            // subscription) is an `error` message, which ends the operation.
-            let message = if first && crate::http::error_codes::is_request_error(&response) {
-                failed = true;
+    let results = endpoint.schema.execute_stream(request);
+    futures_util::stream::unfold(Some((results, id, true)), |state| async move {
+        let (mut results, id, first) = state?;
+        match results.next().await {
+            Some(response) if first && is_request_error(&response) => {
                 let errors = serde_json::to_value(&response.errors).unwrap_or(Value::Null);
-                Outgoing::Error(id.clone(), errors)
-            } else {
-                Outgoing::Next(id.clone(), serde_json::to_value(&response).unwrap_or(Value::Null))
-            };
-            first = false;
-            if queue.try_send(Box::new(message)).is_err() {
-                slow.cancel();
-                return;
+                Some((Outgoing::Error(id, errors), None))
             }
-            if failed {
-                break;
+            Some(response) => {
+                let payload = serde_json::to_value(&response).unwrap_or(Value::Null);
+                Some((Outgoing::Next(id.clone(), payload), Some((results, id, false))))
             }
+            None => Some((Outgoing::Complete(id), None)),
         }
-        if !failed && queue.try_send(Box::new(Outgoing::Complete(id.clone()))).is_err() {
-            slow.cancel();
-        }
-        let _ = finished.send(id);
     })
+    .boxed()
 }
 
-/// Writes one message; false when the client is gone or too slow to take it.
-async fn send(sink: &mut SplitSink<WebSocket, Message>, protocol: Subprotocol, message: &Outgoing, timeout: Duration) -> bool {
+/// Writes one message, waiting at most `timeout` for the client to take it.
+async fn send(sink: &mut SplitSink<WebSocket, Message>, protocol: Subprotocol, message: Outgoing, timeout: Duration) -> Sent {
     let frame = Message::Text(message.encode(protocol).into());
-    matches!(tokio::time::timeout(timeout, sink.send(frame)).await, Ok(Ok(())))
+    match tokio::time::timeout(timeout, sink.send(frame)).await {
+        Ok(Ok(())) => Sent::Ok,
+        Ok(Err(_)) => Sent::Gone,
+        Err(_) => Sent::TooSlow,
+    }
 }
 
 /// The `Authorization` value of a `connection_init` payload, in any letter case, at the

@@ -55,12 +55,11 @@ pub async fn graphql_ws(State(endpoint): State<WsEndpoint>, upgrade: WebSocketUp
 
 impl ConnectionLimits {
     /// From the settings' milliseconds and counts.
-    pub fn new(init_timeout_ms: u64, ping_interval_ms: u64, max_subscriptions: usize, send_queue: usize) -> Self {
+    pub fn new(init_timeout_ms: u64, ping_interval_ms: u64, max_subscriptions: usize) -> Self {
         Self {
             init_timeout: Duration::from_millis(init_timeout_ms),
             ping_interval: Duration::from_millis(ping_interval_ms.max(100)),
             max_subscriptions,
-            send_queue: send_queue.max(1),
             send_timeout: Duration::from_secs(5),
         }
     }
