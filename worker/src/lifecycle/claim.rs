@@ -1,0 +1,143 @@
+//! Claiming due jobs: leasing them to a worker with a fresh token, counting the attempt,
+//! failing jobs that used all their attempts, and resuming paused jobs whose
+//! `resume_after` passed.
+use entity::{ProgressEventType, Stage, research_task_job as job};
+use sea_orm::{
+    ActiveModelTrait, ActiveValue::Set, ColumnTrait, Condition, ConnectionTrait, DatabaseConnection,
+    DatabaseTransaction, EntityTrait, IntoActiveModel, QueryFilter, QueryOrder, QuerySelect,
+    sea_query::{LockBehavior, LockType},
+};
+use serde_json::json;
+use uuid::Uuid;
+
+use super::lease::{Claimed, Lease, fail_row, signal};
+use super::{LifecycleError, append_progress_event, delivery, touch};
+use crate::db::{begin_write, is_postgres};
+use crate::notify::{Notifier, TaskSignal, notify_in_transaction};
+
+/// Leases up to `batch` due jobs for `worker_id`: queued, or running with no live lease,
+/// with `retry_at` passed; or paused with `resume_after` passed (resumed first). A job that
+/// used all its attempts fails instead and is not returned.
+///
+/// Each job is claimed in its own transaction: a commit then carries exactly one task's
+/// events and one NOTIFY, and SQLite's write lock is held for one job at a time.
+pub async fn claim_due(
+    db: &DatabaseConnection,
+    notifier: &Notifier,
+    worker_id: &str,
+    lease_ms: i64,
+    batch: u64,
+    now: i64,
+) -> Result<Vec<Claimed>, LifecycleError> {
+    let mut claimed = Vec::new();
+    for _ in 0..batch {
+        let txn = begin_write(db).await?;
+        let Some(due) = next_due(&txn, now).await? else {
+            break;
+        };
+        let (outcome, signal) = claim_one(&txn, due, worker_id, lease_ms, now).await?;
+        notify_in_transaction(&txn, &signal).await?;
+        txn.commit().await?;
+        notifier.publish(signal);
+        if let Some(one) = outcome {
+            claimed.push(one);
+        }
+    }
+    Ok(claimed)
+}
+
+/// The oldest due job, locked; other workers skip it on PostgreSQL instead of waiting.
+async fn next_due(txn: &DatabaseTransaction, now: i64) -> Result<Option<job::Model>, LifecycleError> {
+    let lease_free = Condition::any()
+        .add(job::Column::LeaseToken.is_null())
+        .add(job::Column::LeaseExpiresAt.lte(now));
+    let retry_passed = Condition::any()
+        .add(job::Column::RetryAt.is_null())
+        .add(job::Column::RetryAt.lte(now));
+    let claimable = [Stage::Queued, Stage::Planning, Stage::Retrieving, Stage::Analyzing, Stage::Generating];
+    let runnable = Condition::all()
+        .add(job::Column::Stage.is_in(claimable))
+        .add(lease_free)
+        .add(retry_passed);
+    let waking = Condition::all()
+        .add(job::Column::Stage.eq(Stage::Paused))
+        .add(job::Column::ResumeAfter.lte(now));
+    let mut query = job::Entity::find()
+        .filter(Condition::any().add(runnable).add(waking))
+        .order_by_asc(job::Column::UpdatedAt)
+        .order_by_asc(job::Column::Id)
+        .limit(1);
+    if is_postgres(txn.get_database_backend()) {
+        query = query.lock_with_behavior(LockType::Update, LockBehavior::SkipLocked);
+    }
+    Ok(query.one(txn).await?)
+}
+
+/// Resumes (if paused), then leases or fails one due job; returns it when leased.
+async fn claim_one(
+    txn: &DatabaseTransaction,
+    mut due: job::Model,
+    worker_id: &str,
+    lease_ms: i64,
+    now: i64,
+) -> Result<(Option<Claimed>, TaskSignal), LifecycleError> {
+    let mut last_sequence = None;
+    if due.stage == Stage::Paused {
+        let (resumed, sequence) = auto_resume(txn, &due).await?;
+        due = resumed;
+        last_sequence = Some(sequence);
+    }
+    if due.execution_attempts >= due.max_execution_attempts {
+        let message = due.error.clone().unwrap_or_else(|| {
+            format!("gave up after {} execution attempts", due.execution_attempts)
+        });
+        let sequence = fail_row(txn, &due, &message, &json!({})).await?;
+        return Ok((None, signal(due.id, Some(sequence), None, false)));
+    }
+
+    let token = Uuid::new_v4();
+    let mut row = due.clone().into_active_model();
+    touch(&due, &mut row);
+    let first_claim = due.stage == Stage::Queued;
+    if first_claim {
+        row.stage = Set(Stage::Planning);
+    }
+    row.worker_id = Set(Some(worker_id.to_owned()));
+    row.lease_token = Set(Some(token));
+    row.lease_expires_at = Set(Some(now + lease_ms));
+    row.heartbeat_at = Set(Some(now));
+    row.retry_at = Set(None);
+    row.execution_attempts = Set(due.execution_attempts + 1);
+    let leased = row.update(txn).await?;
+    if first_claim {
+        let payload = json!({ "worker_id": worker_id, "attempt": leased.execution_attempts });
+        let sequence = append_progress_event(txn, &leased, ProgressEventType::Started, Stage::Planning, "started", payload).await?;
+        last_sequence = Some(sequence);
+    }
+    delivery::mark_leased(txn, leased.id).await?;
+    let lease = Lease { job_id: leased.id, token, worker_id: worker_id.to_owned() };
+    Ok((Some(Claimed { job: leased, lease }), signal(due.id, last_sequence, None, false)))
+}
+
+/// A paused job whose `resume_after` passed goes back to the stage it left, with a new
+/// delivery and a `resumed` event, as an API resume would.
+async fn auto_resume(txn: &DatabaseTransaction, paused: &job::Model) -> Result<(job::Model, i32), LifecycleError> {
+    let target = paused
+        .stage
+        .apply(entity::LifecycleCommand::Resume, paused.paused_from_stage)
+        .map_err(|refused| LifecycleError::NotAllowed { command: "resume", current: refused.current })?;
+    let mut row = paused.clone().into_active_model();
+    touch(paused, &mut row);
+    row.stage = Set(target);
+    row.paused_from_stage = Set(None);
+    row.paused_at = Set(None);
+    row.resume_after = Set(None);
+    row.retry_at = Set(None);
+    let resumed = row.update(txn).await?;
+    delivery::enqueue(txn, &resumed).await?;
+    let key = format!("resumed:{}", resumed.row_version);
+    let payload = json!({ "from_stage": Stage::Paused, "automatic": true });
+    let sequence = append_progress_event(txn, &resumed, ProgressEventType::Resumed, target, &key, payload).await?;
+    Ok((resumed, sequence))
+}
+
