@@ -59,6 +59,9 @@ impl SpaceMutation {
             }
             let member = members::upsert(&txn, &caller.tenant_id, space_id, &input.subject_id, role).await?;
             txn.commit().await?;
+            // A role change bumps the membership revision, which ends the grants issued
+            // under the old one: followed tasks re-check now.
+            state(ctx)?.live.wake(None);
             Ok(KnowledgeSpaceMember(member))
         };
         run.await.gql()
@@ -85,6 +88,8 @@ impl SpaceMutation {
             }
             members::remove(&txn, member).await?;
             txn.commit().await?;
+            // The member's grants just died: followed tasks re-check now.
+            state(ctx)?.live.wake(None);
             Ok(true)
         };
         run.await.gql()
