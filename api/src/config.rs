@@ -33,6 +33,9 @@ pub struct Settings {
     pub ws_max_connections: usize,
     /// `KFS_WS_MAX_SUBSCRIPTIONS`: operations one WebSocket may run at once.
     pub ws_max_subscriptions: usize,
+    /// `KFS_WS_SEND_TIMEOUT_MS`: how long one write may wait for a client that does not
+    /// read before the connection is closed with 1013.
+    pub ws_send_timeout_ms: u64,
     /// `KFS_WORKER_<FIELD>`: the worker loops' settings.
     #[serde(default)]
     pub worker: WorkerSettings,
@@ -50,6 +53,7 @@ struct Defaults {
     ws_ping_interval_ms: u64,
     ws_max_connections: usize,
     ws_max_subscriptions: usize,
+    ws_send_timeout_ms: u64,
 }
 
 impl Default for Defaults {
@@ -64,6 +68,7 @@ impl Default for Defaults {
             ws_ping_interval_ms: 15_000,
             ws_max_connections: 10_000,
             ws_max_subscriptions: 100,
+            ws_send_timeout_ms: 5_000,
         }
     }
 }

@@ -62,6 +62,7 @@ pub fn router(state: AppState, shutdown: CancellationToken) -> Router {
             settings.ws_init_timeout_ms,
             settings.ws_ping_interval_ms,
             settings.ws_max_subscriptions,
+            settings.ws_send_timeout_ms,
         ),
         shutdown,
     };

@@ -65,6 +65,23 @@ impl WsClient {
         Ok(Self { socket })
     }
 
+    /// Opens a `graphql-transport-ws` connection whose socket has a tiny receive buffer, so
+    /// that once the test stops reading, the server's writes block after little data.
+    pub async fn connect_with_small_receive_buffer(url: &str) -> anyhow::Result<Self> {
+        let mut request = url.into_client_request().with_context(|| format!("building a request for {url}"))?;
+        request.headers_mut().insert("sec-websocket-protocol", HeaderValue::from_static(TRANSPORT_WS));
+        let host = request.uri().host().context("a WebSocket URL without a host")?;
+        let port = request.uri().port_u16().context("a WebSocket URL without a port")?;
+        let address: std::net::SocketAddr = format!("{host}:{port}").parse().context("a WebSocket URL whose host is not an IP")?;
+        let socket = tokio::net::TcpSocket::new_v4().context("creating a socket")?;
+        socket.set_recv_buffer_size(4096).context("shrinking the receive buffer")?;
+        let stream = socket.connect(address).await.with_context(|| format!("connecting to {address}"))?;
+        let (socket, _) = tokio_tungstenite::client_async(request, MaybeTlsStream::Plain(stream))
+            .await
+            .with_context(|| format!("opening a WebSocket to {url}"))?;
+        Ok(Self { socket })
+    }
+
     /// Opens a `graphql-transport-ws` connection and has it acknowledged, presenting
     /// `bearer` (a JWT or an API key) in the `connection_init` payload.
     pub async fn connect_and_init(url: &str, bearer: Option<&str>) -> anyhow::Result<Self> {

@@ -26,6 +26,7 @@ pub fn tests() -> Vec<DbTest> {
         an_operation_past_the_per_connection_limit_gets_an_error_for_its_id_alone,
         connections_past_the_process_limit_are_refused_until_one_closes,
         the_legacy_graphql_ws_protocol_acknowledges_starts_streams_data_and_completes,
+        a_client_that_stops_reading_is_closed_with_1013_once_it_drains_its_backlog,
     ]
 }
 
@@ -247,6 +248,45 @@ async fn the_legacy_graphql_ws_protocol_acknowledges_starts_streams_data_and_com
     client.send(json!({ "type": "connection_terminate" })).await?;
     let ended = client.recv().await?;
     ensure!(matches!(ended, Frame::Closed(..)), "connection_terminate should end the connection, got {ended:?}");
+    api.stop().await;
+    Ok(())
+}
+
+/// A client that stops reading makes the server's writes block; after the send timeout
+/// the server gives up on it, and the close frame (1013) waits behind the backlog, so the
+/// client learns why once it reads again. Nothing is buffered for it meanwhile: the
+/// server pulls results only as fast as the socket takes them.
+async fn a_client_that_stops_reading_is_closed_with_1013_once_it_drains_its_backlog(db: TestDb) -> anyhow::Result<()> {
+    let api = api_with(&db, |settings| settings.ws_send_timeout_ms = 300).await?;
+    let (task_id, token) = live_task(&api).await?;
+    // Far more than the kernel buffers between the two ends hold: ~8 MB of evidence.
+    let task = uuid::Uuid::parse_str(&task_id)?;
+    let filler = "x".repeat(100_000);
+    let txn = worker::db::begin_write(&db.db).await?;
+    let job = worker::lifecycle::lock_job(&txn, task).await?.ok_or_else(|| anyhow::anyhow!("task {task} not found"))?;
+    for n in 0..80 {
+        worker::lifecycle::append_partial_result(&txn, &job, &format!("bulk:{n}"), json!({ "filler": filler })).await?;
+    }
+    txn.commit().await?;
+
+    let mut client = WsClient::connect_with_small_receive_buffer(&api.server.ws_url()).await?;
+    client.init(Some(&token)).await?;
+    let query = "subscription($id: UUID!) { researchTaskPartialResults(taskId: $id) { sequence evidenceBundle } }";
+    client.subscribe("bulk", query, json!({ "id": task_id })).await?;
+    // Stop reading for well past the send timeout, then drain everything there is.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let started = Instant::now();
+    let mut delivered = 0;
+    let (code, reason) = loop {
+        match client.recv_within(Duration::from_secs(10)).await? {
+            Frame::Message(message) if message["type"] == "next" => delivered += 1,
+            Frame::Message(other) => bail!("unexpected message {other}"),
+            Frame::Closed(code, reason) => break (code, reason),
+        }
+    };
+    println!("live_protocol ({}): slow client closed with {code:?} after {delivered} results, {:?} of draining", db.backend.name(), started.elapsed());
+    ensure!(code == Some(1013), "closed with {code:?} {reason:?}, not 1013");
+    ensure!(delivered < 80, "the server delivered all {delivered} results, so the client was never too slow");
     api.stop().await;
     Ok(())
 }

@@ -18,6 +18,9 @@ use crate::auth::{Principal, authenticate};
 use crate::http::GraphqlEndpoint;
 use crate::http::error_codes::is_request_error;
 
+/// How long the close frame may wait for the client to take it.
+const CLOSE_GRACE: Duration = Duration::from_secs(5);
+
 /// Tunables of a connection, from the settings.
 #[derive(Debug, Clone, Copy)]
 pub struct ConnectionLimits {
@@ -157,8 +160,10 @@ pub async fn serve(socket: WebSocket, protocol: Subprotocol, endpoint: GraphqlEn
     };
     drop(operations);
     if let Ending::Close(code, reason) = ending {
+        // The close frame queues behind whatever the client has not read yet; a slow
+        // client that drains its backlog within the grace still learns why it was closed.
         let frame = CloseFrame { code, reason: reason.into() };
-        let _ = tokio::time::timeout(limits.send_timeout, sink.send(Message::Close(Some(frame)))).await;
+        let _ = tokio::time::timeout(CLOSE_GRACE, sink.send(Message::Close(Some(frame)))).await;
     }
 }
 

@@ -55,12 +55,12 @@ pub async fn graphql_ws(State(endpoint): State<WsEndpoint>, upgrade: WebSocketUp
 
 impl ConnectionLimits {
     /// From the settings' milliseconds and counts.
-    pub fn new(init_timeout_ms: u64, ping_interval_ms: u64, max_subscriptions: usize) -> Self {
+    pub fn new(init_timeout_ms: u64, ping_interval_ms: u64, max_subscriptions: usize, send_timeout_ms: u64) -> Self {
         Self {
             init_timeout: Duration::from_millis(init_timeout_ms),
             ping_interval: Duration::from_millis(ping_interval_ms.max(100)),
             max_subscriptions,
-            send_timeout: Duration::from_secs(5),
+            send_timeout: Duration::from_millis(send_timeout_ms.max(1)),
         }
     }
 }
