@@ -1,6 +1,8 @@
-//! Permission snapshots: issuing the durable grant a task runs under, and the one function
-//! that decides whether a grant is still valid (the worker asks at every stage boundary,
-//! the API on every read).
+//! Permission snapshots: issuing the durable grant a task runs under, and the one place
+//! that decides whether grants are still valid (`check_many`; `check` asks it about one).
+//! The worker asks at every stage boundary, the API on every read.
+use std::collections::{HashMap, HashSet};
+
 use chrono::{DateTime, Utc};
 use entity::{
     AccessChannel, MemberRole, api_key, member, now_millis, permission_snapshot,
@@ -100,28 +102,76 @@ pub async fn issue<C: ConnectionTrait>(conn: &C, request: &GrantRequest) -> Resu
     permission_snapshot::Entity::insert(snapshot).exec_with_returning(conn).await
 }
 
-/// Whether the grant still holds now. The one place that decides it.
+/// Whether the grant still holds now.
 pub async fn check<C: ConnectionTrait>(conn: &C, snapshot_id: Uuid) -> Result<Result<(), GrantDenial>, DbErr> {
-    let Some(snapshot) = permission_snapshot::Entity::find_by_id(snapshot_id).one(conn).await? else {
-        return Ok(Err(GrantDenial::Missing));
-    };
-    let now = now_millis();
-    if let Some(key_id) = snapshot.api_key_id {
-        let Some(key) = api_key::Entity::find_by_id(key_id).one(conn).await? else {
-            return Ok(Err(GrantDenial::KeyRevoked));
-        };
-        return Ok(key_denial(&snapshot, &key, now).map_or(Ok(()), Err));
+    let mut verdicts = check_many(conn, &[snapshot_id]).await?;
+    Ok(verdicts.remove(&snapshot_id).unwrap_or(Err(GrantDenial::Missing)))
+}
+
+/// Whether each grant still holds now, in at most three queries however many there are
+/// (a page of tasks must not cost a query per row). Unknown ids answer `Missing`.
+pub async fn check_many<C: ConnectionTrait>(
+    conn: &C,
+    snapshot_ids: &[Uuid],
+) -> Result<HashMap<Uuid, Result<(), GrantDenial>>, DbErr> {
+    if snapshot_ids.is_empty() {
+        return Ok(HashMap::new());
     }
-    let membership = member::Entity::find()
-        .filter(member::Column::TenantId.eq(&snapshot.tenant_id))
-        .filter(member::Column::KnowledgeSpaceId.eq(snapshot.knowledge_space_id))
-        .filter(member::Column::SubjectId.eq(&snapshot.subject_id))
-        .one(conn)
+    let snapshots = permission_snapshot::Entity::find()
+        .filter(permission_snapshot::Column::Id.is_in(snapshot_ids.iter().copied()))
+        .all(conn)
         .await?;
-    Ok(match membership {
-        Some(member) if member.removed_at.is_none() && member.revision == snapshot.revision => Ok(()),
-        _ => Err(GrantDenial::MembershipChanged),
-    })
+    let key_ids: HashSet<Uuid> = snapshots.iter().filter_map(|snapshot| snapshot.api_key_id).collect();
+    let keys: HashMap<Uuid, api_key::Model> = if key_ids.is_empty() {
+        HashMap::new()
+    } else {
+        let rows = api_key::Entity::find().filter(api_key::Column::Id.is_in(key_ids)).all(conn).await?;
+        rows.into_iter().map(|key| (key.id, key)).collect()
+    };
+    let members = memberships(conn, snapshots.iter().filter(|snapshot| snapshot.api_key_id.is_none())).await?;
+    let now = now_millis();
+    let mut verdicts: HashMap<Uuid, Result<(), GrantDenial>> =
+        snapshot_ids.iter().map(|id| (*id, Err(GrantDenial::Missing))).collect();
+    for snapshot in &snapshots {
+        let verdict = match snapshot.api_key_id {
+            Some(key_id) => match keys.get(&key_id) {
+                Some(key) => key_denial(snapshot, key, now).map_or(Ok(()), Err),
+                None => Err(GrantDenial::KeyRevoked),
+            },
+            None => match members.get(&(snapshot.tenant_id.clone(), snapshot.knowledge_space_id, snapshot.subject_id.clone())) {
+                Some(member) if member.removed_at.is_none() && member.revision == snapshot.revision => Ok(()),
+                _ => Err(GrantDenial::MembershipChanged),
+            },
+        };
+        verdicts.insert(snapshot.id, verdict);
+    }
+    Ok(verdicts)
+}
+
+/// The membership rows behind member grants, by (tenant, space, subject).
+async fn memberships<'s, C: ConnectionTrait>(
+    conn: &C,
+    snapshots: impl Iterator<Item = &'s permission_snapshot::Model>,
+) -> Result<HashMap<(String, Uuid, String), member::Model>, DbErr> {
+    let wanted: HashSet<(String, Uuid, String)> = snapshots
+        .map(|snapshot| (snapshot.tenant_id.clone(), snapshot.knowledge_space_id, snapshot.subject_id.clone()))
+        .collect();
+    if wanted.is_empty() {
+        return Ok(HashMap::new());
+    }
+    // Filter on each column's set and keep only the wanted triples: a page is one
+    // tenant, one space and one subject, so this reads exactly the rows needed.
+    let rows = member::Entity::find()
+        .filter(member::Column::TenantId.is_in(wanted.iter().map(|(tenant, _, _)| tenant.clone())))
+        .filter(member::Column::KnowledgeSpaceId.is_in(wanted.iter().map(|(_, space, _)| *space)))
+        .filter(member::Column::SubjectId.is_in(wanted.iter().map(|(_, _, subject)| subject.clone())))
+        .all(conn)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(|member| ((member.tenant_id.clone(), member.knowledge_space_id, member.subject_id.clone()), member))
+        .filter(|(triple, _)| wanted.contains(triple))
+        .collect())
 }
 
 /// Why a key-bound grant fails at `now`, if it does.

@@ -20,6 +20,7 @@ pub fn tests() -> Vec<DbTest> {
         a_removed_member_loses_their_tasks_and_re_adding_does_not_revive_them,
         legacy_and_foreign_answer_traces_are_never_returned,
         roles_decide_who_manages_members_keys_and_documents,
+        pages_skip_tasks_whose_grant_died_and_still_fill_up,
     ]
 }
 
@@ -217,6 +218,39 @@ async fn roles_decide_who_manages_members_keys_and_documents(db: TestDb) -> anyh
     // The last owner cannot leave the space ownerless.
     let remove = "mutation($s: UUID!) { removeKnowledgeSpaceMember(knowledgeSpaceId: $s, subjectId: \"alice\") }";
     ensure!(api.code(Some(&api.token("alice")), remove, json!({ "s": space })).await? == "CONFLICT");
+    api.stop().await;
+    Ok(())
+}
+
+/// Three tasks under a grant that died (a role change bumps the membership revision)
+/// interleave nothing into the list: pages of two hold only the three live tasks, newest
+/// first, and the cursor walks past the dead ones.
+async fn pages_skip_tasks_whose_grant_died_and_still_fill_up(db: TestDb) -> anyhow::Result<()> {
+    let api = Api::start(&db).await?;
+    let space = api.space("alice").await?;
+    api.member("alice", &space, "bob", "VIEWER").await?;
+    let bob = api.token("bob");
+    for _ in 0..3 {
+        api.task(&bob, &space).await?;
+    }
+    api.member("alice", &space, "bob", "EDITOR").await?;
+    let mut live = Vec::new();
+    for _ in 0..3 {
+        live.push(string_at(&api.task(&bob, &space).await?, "/id")?);
+    }
+    live.reverse();
+    let page = "query($s: UUID!, $after: String) { researchTasks(knowledgeSpaceId: $s, first: 2, after: $after) { \
+                edges { cursor node { id } } pageInfo { hasNextPage } } }";
+    let first = api.data(Some(&bob), page, json!({ "s": space, "after": null })).await?;
+    let ids = |data: &Value| -> Vec<String> {
+        data["researchTasks"]["edges"].as_array().into_iter().flatten().filter_map(|edge| edge["node"]["id"].as_str().map(str::to_owned)).collect()
+    };
+    ensure!(ids(&first) == live[..2], "first page {first}");
+    ensure!(first["researchTasks"]["pageInfo"]["hasNextPage"] == true, "{first}");
+    let cursor = first["researchTasks"]["edges"][1]["cursor"].clone();
+    let second = api.data(Some(&bob), page, json!({ "s": space, "after": cursor })).await?;
+    ensure!(ids(&second) == live[2..], "second page {second}");
+    ensure!(second["researchTasks"]["pageInfo"]["hasNextPage"] == false, "{second}");
     api.stop().await;
     Ok(())
 }
