@@ -3,7 +3,7 @@ use entity::{
     OutboxStatus, now_millis, research_task_job, research_task_outbox as outbox,
 };
 use sea_orm::{
-    ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QuerySelect,
+    ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QuerySelect, UpdateMany,
     sea_query::{Expr, ExprTrait},
 };
 use uuid::Uuid;
@@ -70,14 +70,20 @@ pub async fn mark_leased<C: ConnectionTrait>(txn: &C, job_id: Uuid) -> Result<u6
     move_unlocked(txn, job_id, &open, OutboxStatus::Leased).await
 }
 
-/// Moves the job's deliveries in one of `from` to `to`, clearing any publisher's lock.
-async fn move_unlocked<C: ConnectionTrait>(txn: &C, job_id: Uuid, from: &[OutboxStatus], to: OutboxStatus) -> Result<u64, DbErr> {
-    let result = outbox::Entity::update_many()
-        .col_expr(outbox::Column::Status, Expr::value(to))
+/// An update of outbox rows that releases the publisher's lock (all three lock columns
+/// together, as `research_task_outbox_lock_ck` demands) and stamps `updated_at`.
+fn unlocked(now: i64) -> UpdateMany<outbox::Entity> {
+    outbox::Entity::update_many()
         .col_expr(outbox::Column::LockToken, Expr::value(Option::<Uuid>::None))
         .col_expr(outbox::Column::LockedBy, Expr::value(Option::<String>::None))
         .col_expr(outbox::Column::LockedUntil, Expr::value(Option::<i64>::None))
-        .col_expr(outbox::Column::UpdatedAt, Expr::value(now_millis()))
+        .col_expr(outbox::Column::UpdatedAt, Expr::value(now))
+}
+
+/// Moves the job's deliveries in one of `from` to `to`, clearing any publisher's lock.
+async fn move_unlocked<C: ConnectionTrait>(txn: &C, job_id: Uuid, from: &[OutboxStatus], to: OutboxStatus) -> Result<u64, DbErr> {
+    let result = unlocked(now_millis())
+        .col_expr(outbox::Column::Status, Expr::value(to))
         .filter(outbox::Column::ResearchTaskJobId.eq(job_id))
         .filter(outbox::Column::Status.is_in(from.iter().copied()))
         .exec(txn)
@@ -139,16 +145,12 @@ pub async fn record_published<C: ConnectionTrait>(txn: &C, row: &outbox::Model, 
         .filter(research_task_job::Column::Id.eq(row.research_task_job_id))
         .exec(txn)
         .await?;
-    let result = outbox::Entity::update_many()
+    let result = unlocked(now)
         .col_expr(outbox::Column::Status, Expr::value(OutboxStatus::Dispatched))
         .col_expr(outbox::Column::QueueJobId, Expr::value(queue_job_id))
         .col_expr(outbox::Column::DeliveredAt, Expr::value(now))
         .col_expr(outbox::Column::DispatchAttempts, Expr::value(row.dispatch_attempts + 1))
         .col_expr(outbox::Column::LastError, Expr::value(Option::<String>::None))
-        .col_expr(outbox::Column::LockToken, Expr::value(Option::<Uuid>::None))
-        .col_expr(outbox::Column::LockedBy, Expr::value(Option::<String>::None))
-        .col_expr(outbox::Column::LockedUntil, Expr::value(Option::<i64>::None))
-        .col_expr(outbox::Column::UpdatedAt, Expr::value(now))
         .filter(outbox::Column::Id.eq(row.id))
         .filter(outbox::Column::LockToken.eq(row.lock_token))
         .exec(txn)
@@ -168,15 +170,11 @@ pub async fn record_failed<C: ConnectionTrait>(
 ) -> Result<Option<OutboxStatus>, DbErr> {
     let attempts = row.dispatch_attempts + 1;
     let status = if attempts >= max_attempts { OutboxStatus::Dead } else { OutboxStatus::Pending };
-    let result = outbox::Entity::update_many()
+    let result = unlocked(now)
         .col_expr(outbox::Column::Status, Expr::value(status))
         .col_expr(outbox::Column::DispatchAttempts, Expr::value(attempts))
         .col_expr(outbox::Column::LastError, Expr::value(error))
         .col_expr(outbox::Column::AvailableAt, Expr::value(now + retry_in_ms))
-        .col_expr(outbox::Column::LockToken, Expr::value(Option::<Uuid>::None))
-        .col_expr(outbox::Column::LockedBy, Expr::value(Option::<String>::None))
-        .col_expr(outbox::Column::LockedUntil, Expr::value(Option::<i64>::None))
-        .col_expr(outbox::Column::UpdatedAt, Expr::value(now))
         .filter(outbox::Column::Id.eq(row.id))
         .filter(outbox::Column::LockToken.eq(row.lock_token))
         .exec(txn)
