@@ -65,6 +65,13 @@ impl LiveHub {
         (topic, receiver)
     }
 
+    /// Has every topic re-check its task's grant now: a key or membership of this
+    /// process's changed, and some grants may have died.
+    pub fn recheck_grants(&self) {
+        let topics = self.topics.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        topics.values().for_each(|topic| topic.recheck_grant());
+    }
+
     /// Wakes one task's topic, or every topic (`None`, after a missed notification).
     pub fn wake(&self, task_id: Option<Uuid>) {
         let topics = self.topics.lock().unwrap_or_else(std::sync::PoisonError::into_inner);

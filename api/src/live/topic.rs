@@ -1,7 +1,7 @@
 //! One followed task: a driver that reads new rows once and broadcasts them.
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use entity::{research_task_partial_result as partial, research_task_progress_event as progress};
 use sea_orm::{DatabaseConnection, DbErr};
@@ -35,13 +35,14 @@ pub struct Topic {
     pub task_id: Uuid,
     sender: broadcast::Sender<TopicEvent>,
     wake: Notify,
+    grant_dirty: AtomicBool,
     closed: AtomicBool,
 }
 
 impl Topic {
     pub(super) fn new(task_id: Uuid) -> Arc<Self> {
         let (sender, _) = broadcast::channel(CAPACITY);
-        Arc::new(Self { task_id, sender, wake: Notify::new(), closed: AtomicBool::new(false) })
+        Arc::new(Self { task_id, sender, wake: Notify::new(), grant_dirty: AtomicBool::new(false), closed: AtomicBool::new(false) })
     }
 
     /// Follows the task's events from now on.
@@ -51,6 +52,12 @@ impl Topic {
 
     /// Something about the task may have changed: read again now.
     pub fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    /// A credential changed: re-check the task's grant now, not at the next poll.
+    pub fn recheck_grant(&self) {
+        self.grant_dirty.store(true, Ordering::Release);
         self.wake.notify_one();
     }
 
@@ -73,6 +80,7 @@ impl Topic {
         // Start from what is committed now: subscribers replay the past themselves.
         let mut last_progress = tasks::last_progress_sequence(db, self.task_id).await?;
         let mut last_partial = tasks::last_partial_sequence(db, self.task_id).await?;
+        let mut grant_checked = Instant::now().checked_sub(poll).unwrap_or_else(Instant::now);
         loop {
             if self.sender.receiver_count() == 0 {
                 return Ok(());
@@ -84,9 +92,14 @@ impl Topic {
                 let _ = self.sender.send(TopicEvent::Ended);
                 return Ok(());
             };
-            if worker::grant::check(db, task.permission_snapshot_id).await?.is_err() {
-                let _ = self.sender.send(TopicEvent::GrantRevoked);
-                return Ok(());
+            // The grant is re-checked once per poll, or at once when this process changed
+            // a credential; not on every event, which would double the queries per event.
+            if self.grant_dirty.swap(false, Ordering::AcqRel) || grant_checked.elapsed() >= poll {
+                grant_checked = Instant::now();
+                if worker::grant::check(db, task.permission_snapshot_id).await?.is_err() {
+                    let _ = self.sender.send(TopicEvent::GrantRevoked);
+                    return Ok(());
+                }
             }
             for row in read_all::<progress::Model>(db, self.task_id, last_progress).await? {
                 last_progress = row.sequence;

@@ -54,7 +54,7 @@ impl KeyMutation {
             txn.commit().await?;
             // Grants of the old revision just died: followed tasks re-check now, not at
             // their next poll. (Other processes notice at theirs.)
-            state(ctx)?.live.wake(None);
+            state(ctx)?.live.recheck_grants();
             Ok(CreatedApiKey::new(key, &secret))
         };
         run.await.gql()
@@ -68,7 +68,7 @@ impl KeyMutation {
             let key = managed_key(&txn, caller, id).await?;
             let key = api_keys::revoke(&txn, key).await?;
             txn.commit().await?;
-            state(ctx)?.live.wake(None);
+            state(ctx)?.live.recheck_grants();
             Ok(ApiKey(key))
         };
         run.await.gql()

@@ -61,7 +61,7 @@ impl SpaceMutation {
             txn.commit().await?;
             // A role change bumps the membership revision, which ends the grants issued
             // under the old one: followed tasks re-check now.
-            state(ctx)?.live.wake(None);
+            state(ctx)?.live.recheck_grants();
             Ok(KnowledgeSpaceMember(member))
         };
         run.await.gql()
@@ -89,7 +89,7 @@ impl SpaceMutation {
             members::remove(&txn, member).await?;
             txn.commit().await?;
             // The member's grants just died: followed tasks re-check now.
-            state(ctx)?.live.wake(None);
+            state(ctx)?.live.recheck_grants();
             Ok(true)
         };
         run.await.gql()
