@@ -35,11 +35,6 @@ impl RunningServer {
         format!("http://{}", self.addr)
     }
 
-    /// The token that stops the server and its loops.
-    pub fn shutdown_token(&self) -> CancellationToken {
-        self.shutdown.clone()
-    }
-
     /// Stops accepting, lets running work reach a checkpoint, and waits for every task.
     pub async fn shutdown(self, grace: Duration) {
         self.shutdown.cancel();

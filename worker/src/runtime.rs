@@ -88,18 +88,9 @@ impl Wakeups {
 }
 
 /// One lease-loop step: claims as many due jobs as there are free run slots and spawns
-/// their pipelines on `jobs`. A finished pipeline wakes the loop, since its slot is free.
+/// their pipelines on `jobs`. A finished pipeline notifies `wake` (when given), since its
+/// slot is free.
 pub async fn lease_step(
-    pipeline: &Pipeline,
-    permits: &Arc<Semaphore>,
-    jobs: &TaskTracker,
-    stop: &Stop,
-    now: i64,
-) -> Result<Step, LifecycleError> {
-    lease_step_waking(pipeline, permits, jobs, stop, None, now).await
-}
-
-async fn lease_step_waking(
     pipeline: &Pipeline,
     permits: &Arc<Semaphore>,
     jobs: &TaskTracker,
@@ -180,7 +171,7 @@ async fn lease_loop(pipeline: Pipeline, wake: Wakeups, stop: Stop, jobs: TaskTra
     let permits = Arc::new(Semaphore::new(pipeline.settings.max_concurrency.max(1)));
     let poll = Duration::from_millis(pipeline.settings.poll_interval_ms.max(1));
     loop {
-        let step = lease_step_waking(&pipeline, &permits, &jobs, &stop, Some(wake.lease.clone()), now_millis()).await;
+        let step = lease_step(&pipeline, &permits, &jobs, &stop, Some(wake.lease.clone()), now_millis()).await;
         let busy = match step {
             Ok(Step::Claimed(_)) => true,
             Ok(Step::Idle) => false,
