@@ -15,7 +15,7 @@ use worker::Notifier;
 
 use crate::config::Settings;
 use crate::graphql::build_schema;
-use crate::live::{self, LiveHub};
+use crate::live::LiveHub;
 use crate::http::{self, ConnectionLimits, GraphqlEndpoint, WsEndpoint};
 use crate::state::AppState;
 
@@ -97,12 +97,18 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
     let notifier = Notifier::new();
     let settings = Arc::new(settings);
     let shutdown = CancellationToken::new();
-    let live = LiveHub::start(db.clone(), &notifier, shutdown.clone());
-    live::spawn_postgres_listener(&db, live.clone(), notifier.clone(), shutdown.clone());
-    let state = AppState { db: db.clone(), notifier: notifier.clone(), settings: settings.clone(), live };
     let tracker = TaskTracker::new();
+    let live = LiveHub::start(db.clone(), &notifier, shutdown.clone());
+    // The process's one LISTEN: it feeds the notifier that subscriptions and the embedded
+    // worker both follow; after a gap every topic re-reads.
+    let topics = live.clone();
+    worker::listener::spawn_postgres_listener(&db, notifier.clone(), move || topics.wake(None), shutdown.clone(), &tracker);
+    let state = AppState { db: db.clone(), notifier: notifier.clone(), settings: settings.clone(), live };
     if settings.embedded_worker {
-        worker::runtime::spawn(db, notifier, settings.worker.clone(), shutdown.clone(), &tracker);
+        // The listener above already wakes the embedded loops; a second LISTEN would only
+        // repeat it. (Their polling covers a gap.)
+        let worker_settings = worker::config::WorkerSettings { pg_listen: false, ..settings.worker.clone() };
+        worker::runtime::spawn(db, notifier, worker_settings, shutdown.clone(), &tracker);
     }
     let app = router(state.clone(), shutdown.clone());
     let stop = shutdown.clone();

@@ -7,6 +7,7 @@ pub mod db;
 pub mod engine;
 pub mod grant;
 pub mod lifecycle;
+pub mod listener;
 pub mod notify;
 pub mod outbox;
 pub mod pipeline;

@@ -15,8 +15,9 @@ use crate::config::WorkerSettings;
 use crate::db::is_postgres;
 use crate::engine::{BuiltinEngine, ResearchEngine};
 use crate::lifecycle::{self, LifecycleError};
-use crate::notify::{CHANNEL, Notifier, TaskSignal};
-use crate::outbox::{self, InProcessPublisher, OutboxPolicy, PostgresPublisher, Publisher, QUEUE_CHANNEL};
+use crate::notify::{Notifier, TaskSignal};
+use crate::listener;
+use crate::outbox::{self, InProcessPublisher, OutboxPolicy, PostgresPublisher, Publisher};
 use crate::pipeline::{Pipeline, RunOutcome, Stop};
 
 /// What one loop step did.
@@ -64,8 +65,10 @@ pub fn spawn_with_engine(
     let jobs = TaskTracker::new();
 
     tracker.spawn(forward_signals(notifier.subscribe(), wake.clone(), shutdown.clone()));
-    if settings.pg_listen && is_postgres(db.get_database_backend()) {
-        tracker.spawn(listen_postgres(db.clone(), wake.clone(), shutdown.clone()));
+    if settings.pg_listen {
+        // Its signals reach the loops through `forward_signals`; after a gap, look once.
+        let gap = wake.clone();
+        listener::spawn_postgres_listener(&db, notifier.clone(), move || gap.both(), shutdown.clone(), tracker);
     }
     tracker.spawn(lease_loop(pipeline, wake.clone(), stop.clone(), jobs.clone()));
     tracker.spawn(outbox_loop(db, publisher, settings.clone(), wake, shutdown.clone()));
@@ -241,49 +244,6 @@ async fn forward_signals(mut signals: tokio::sync::broadcast::Receiver<TaskSigna
                 Err(RecvError::Lagged(_)) => wake.both(),
                 Err(RecvError::Closed) => break,
             },
-        }
-    }
-}
-
-/// Turns PostgreSQL notifications from other processes into loop wake-ups. If the
-/// listener fails, polling alone keeps the worker correct; it retries after a pause.
-async fn listen_postgres(db: DatabaseConnection, wake: Wakeups, shutdown: CancellationToken) {
-    use sea_orm::sqlx::postgres::PgListener;
-    while !shutdown.is_cancelled() {
-        let listener = async {
-            let mut listener = PgListener::connect_with(db.get_postgres_connection_pool()).await?;
-            listener.listen_all([CHANNEL, QUEUE_CHANNEL]).await?;
-            Ok::<_, sea_orm::sqlx::Error>(listener)
-        };
-        let mut listener = match listener.await {
-            Ok(listener) => listener,
-            Err(error) => {
-                tracing::warn!(error = %error, "LISTEN failed; relying on polling for now");
-                tokio::select! {
-                    () = shutdown.cancelled() => break,
-                    () = tokio::time::sleep(Duration::from_secs(5)) => continue,
-                }
-            }
-        };
-        loop {
-            tokio::select! {
-                biased;
-                () = shutdown.cancelled() => return,
-                received = listener.recv() => match received {
-                    Ok(notification) if notification.channel() == QUEUE_CHANNEL => wake.lease.notify_one(),
-                    Ok(notification) => {
-                        let announces_work = serde_json::from_str::<TaskSignal>(notification.payload())
-                            .map_or(true, |signal| signal.work_available);
-                        if announces_work {
-                            wake.both();
-                        }
-                    }
-                    Err(error) => {
-                        tracing::warn!(error = %error, "LISTEN connection lost; reconnecting");
-                        break;
-                    }
-                },
-            }
         }
     }
 }

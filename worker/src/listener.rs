@@ -1,0 +1,74 @@
+//! The one PostgreSQL LISTEN connection of a process. Every NOTIFY becomes an in-process
+//! [`TaskSignal`] on the process's [`Notifier`], which the worker loops and the API's live
+//! subscriptions both follow. Notifications sent while the connection is down are lost,
+//! so every (re)connect calls `on_gap`: whoever listens re-reads from the database.
+use std::time::Duration;
+
+use sea_orm::sqlx::postgres::PgListener;
+use sea_orm::{DatabaseBackend, DatabaseConnection};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use uuid::Uuid;
+
+use crate::notify::{CHANNEL, Notifier, TaskSignal};
+use crate::outbox::QUEUE_CHANNEL;
+
+/// How long to wait before connecting again after the listener failed.
+const RECONNECT_PAUSE: Duration = Duration::from_millis(250);
+
+/// Starts the listener when the database is PostgreSQL; does nothing on SQLite, where every
+/// writer is in this process and signals travel in-process only.
+pub fn spawn_postgres_listener(
+    db: &DatabaseConnection,
+    notifier: Notifier,
+    on_gap: impl Fn() + Send + Sync + 'static,
+    shutdown: CancellationToken,
+    tracker: &TaskTracker,
+) {
+    if db.get_database_backend() != DatabaseBackend::Postgres {
+        return;
+    }
+    let pool = db.get_postgres_connection_pool().clone();
+    tracker.spawn(async move {
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                outcome = listen(&pool, &notifier, &on_gap) => {
+                    if let Err(error) = outcome {
+                        tracing::warn!(error = %error, "PostgreSQL listener lost; reconnecting (polling covers the gap)");
+                    }
+                }
+            }
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(RECONNECT_PAUSE) => {}
+            }
+        }
+    });
+}
+
+/// One listening session; returns when the connection fails for good.
+async fn listen(pool: &sea_orm::sqlx::PgPool, notifier: &Notifier, on_gap: &(impl Fn() + Send + Sync)) -> Result<(), sea_orm::sqlx::Error> {
+    let mut listener = PgListener::connect_with(pool).await?;
+    listener.listen_all([CHANNEL, QUEUE_CHANNEL]).await?;
+    // Anything notified before LISTEN took effect was missed.
+    on_gap();
+    loop {
+        // `try_recv` answers `None` when the connection dropped (and reconnects on the
+        // next call); whatever was notified in between is lost.
+        let Some(notification) = listener.try_recv().await? else {
+            on_gap();
+            continue;
+        };
+        if notification.channel() == QUEUE_CHANNEL {
+            // A queue message names deliveries, not one task: it only tells workers that
+            // work is due somewhere.
+            notifier.publish(TaskSignal { task_id: Uuid::nil(), progress_sequence: None, partial_sequence: None, work_available: true });
+            continue;
+        }
+        match serde_json::from_str::<TaskSignal>(notification.payload()) {
+            Ok(signal) => notifier.publish(signal),
+            Err(error) => tracing::warn!(error = %error, "ignoring a malformed notification"),
+        }
+    }
+}
