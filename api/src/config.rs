@@ -25,6 +25,9 @@ pub struct Settings {
     pub embedded_worker: bool,
     /// `KFS_MAX_BODY_BYTES`: the largest request body accepted.
     pub max_body_bytes: usize,
+    /// `KFS_MAX_RESPONSE_BYTES`: the largest result sent, over HTTP or as one WebSocket
+    /// message; a larger one is answered with a TOO_COMPLEX error instead.
+    pub max_response_bytes: usize,
     /// `KFS_WS_INIT_TIMEOUT_MS`: how long a WebSocket may wait before `connection_init`.
     pub ws_init_timeout_ms: u64,
     /// `KFS_WS_PING_INTERVAL_MS`: how often the server pings an idle WebSocket.
@@ -49,6 +52,7 @@ struct Defaults {
     jwt_secret: String,
     embedded_worker: bool,
     max_body_bytes: usize,
+    max_response_bytes: usize,
     ws_init_timeout_ms: u64,
     ws_ping_interval_ms: u64,
     ws_max_connections: usize,
@@ -64,6 +68,7 @@ impl Default for Defaults {
             jwt_secret: DEVELOPMENT_JWT_SECRET.to_owned(),
             embedded_worker: true,
             max_body_bytes: 1024 * 1024,
+            max_response_bytes: 64 * 1024 * 1024,
             ws_init_timeout_ms: 10_000,
             ws_ping_interval_ms: 15_000,
             ws_max_connections: 10_000,

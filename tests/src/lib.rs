@@ -10,6 +10,7 @@
 mod database;
 pub mod fixtures;
 pub mod harness;
+pub mod hostile;
 pub mod process;
 pub mod schema;
 pub mod server;

@@ -20,6 +20,8 @@ pub const MAX_TITLE_CHARS: usize = 512;
 pub const MAX_CONTENT_BYTES: usize = 200 * 1024;
 /// The largest `limits` or `metadata` object, serialized, in bytes.
 pub const MAX_JSON_BYTES: usize = 16 * 1024;
+/// The deepest nesting of arrays and objects in a `limits` or `metadata` object.
+pub const MAX_JSON_DEPTH: usize = 32;
 /// The allowed `topK` values.
 pub const TOP_K: std::ops::RangeInclusive<i32> = 1..=100;
 /// The longest idempotency key, in characters.
@@ -75,11 +77,30 @@ pub fn json_object(field: &str, value: Option<Json<Value>>) -> Result<Value, Api
     if !value.is_object() {
         return Err(ApiError::bad_input(format!("{field} must be a JSON object")));
     }
+    if json_depth(&value) > MAX_JSON_DEPTH {
+        return Err(ApiError::bad_input(format!("{field} must not nest more than {MAX_JSON_DEPTH} levels deep")));
+    }
     let size = serde_json::to_vec(&value).map_err(ApiError::internal)?.len();
     if size > MAX_JSON_BYTES {
         return Err(ApiError::bad_input(format!("{field} must be at most {MAX_JSON_BYTES} bytes serialized")));
     }
     Ok(value)
+}
+
+/// How deeply arrays and objects nest in `value` (a scalar is 0), without recursing.
+fn json_depth(value: &Value) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(value, 0usize)];
+    while let Some((value, depth)) = stack.pop() {
+        let children: Box<dyn Iterator<Item = &Value>> = match value {
+            Value::Array(items) => Box::new(items.iter()),
+            Value::Object(fields) => Box::new(fields.values()),
+            _ => continue,
+        };
+        deepest = deepest.max(depth + 1);
+        stack.extend(children.map(|child| (child, depth + 1)));
+    }
+    deepest
 }
 
 /// `topK`, if given, within `TOP_K`.

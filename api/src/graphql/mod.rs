@@ -6,6 +6,7 @@ mod access;
 mod connection;
 mod context;
 mod enums;
+pub mod guard;
 pub mod limits;
 mod lists;
 mod mutation;

@@ -43,7 +43,12 @@ impl Media {
 
     /// A response body with this media type.
     pub fn respond(self, status: StatusCode, body: &Value) -> Response {
-        let mut response = (status, body.to_string()).into_response();
+        self.respond_text(status, body.to_string())
+    }
+
+    /// A response of JSON text already encoded, with this media type.
+    pub fn respond_text(self, status: StatusCode, text: String) -> Response {
+        let mut response = (status, text).into_response();
         response.headers_mut().insert(header::CONTENT_TYPE, self.content_type());
         response
     }

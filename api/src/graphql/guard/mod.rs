@@ -1,0 +1,115 @@
+//! The checks every GraphQL request passes before async-graphql sees it, whichever
+//! transport carried it (HTTP POST or GET, a WebSocket `subscribe`). async-graphql's
+//! parser and validator recurse: over nested brackets, and over fragment spreads in every
+//! fragment the document defines, used or not. A document built to make them recurse
+//! thousands of levels deep overflows a worker's stack and aborts the process, and one
+//! built to make them fan out keeps a worker busy for seconds. So the document is bounded
+//! in three passes that do not recurse, each cheap and each before the step it protects:
+//!
+//! 1. its size in bytes, then one lexical scan for tokens, bracket nesting and fragment
+//!    definitions (`lexer`), before parsing;
+//! 2. parsing, on the blocking pool when the document is large, so a slow parse never
+//!    holds a runtime worker that other requests need;
+//! 3. the parsed document's depth and expanded size with spreads followed (`shape`), and
+//!    strings no backend can store (`strings`), before validation.
+
+mod lexer;
+mod shape;
+mod strings;
+
+use async_graphql::parser::parse_query;
+use async_graphql::{ErrorExtensionValues, Request, ServerError};
+
+use super::MAX_RECURSIVE_DEPTH;
+
+/// The largest document (the query text itself, not its variables) accepted, in bytes.
+/// Large values such as a document's content belong in variables.
+pub const MAX_DOCUMENT_BYTES: usize = 1024 * 1024;
+/// The most tokens a document may have. GraphiQL's introspection query has about 300.
+pub const MAX_TOKENS: usize = 15_000;
+/// The deepest nesting of brackets (`{`, `(`, `[`) in a document.
+pub const MAX_NESTING: usize = 64;
+/// The most fragment definitions a document may have.
+pub const MAX_FRAGMENTS: usize = 256;
+/// The most selections all of a document's operations and fragments may expand to once
+/// fragment spreads are followed (GraphiQL's introspection query expands to about 400).
+pub const MAX_EXPANDED_SELECTIONS: usize = 20_000;
+/// Documents at least this large are parsed on the blocking pool.
+const PARSE_ON_POOL_BYTES: usize = 16 * 1024;
+
+/// Checks the request's document and variables and parses the document, so execution
+/// starts from a document known to be bounded. The error is a request error (no field
+/// ran) carrying its `extensions.code`.
+pub async fn prepare(mut request: Request) -> Result<Request, ServerError> {
+    let query = &request.query;
+    if query.len() > MAX_DOCUMENT_BYTES {
+        return Err(bad_input(format!(
+            "the GraphQL document is {} bytes; at most {MAX_DOCUMENT_BYTES} are accepted (pass large values as variables)",
+            query.len()
+        )));
+    }
+    let scanned = lexer::scan(query, MAX_TOKENS, MAX_NESTING);
+    if scanned.tokens > MAX_TOKENS {
+        return Err(too_complex(format!("the GraphQL document has more than {MAX_TOKENS} tokens")));
+    }
+    if scanned.max_nesting > MAX_NESTING {
+        return Err(too_complex(format!("the GraphQL document nests brackets more than {MAX_NESTING} levels deep")));
+    }
+    if scanned.fragments > MAX_FRAGMENTS {
+        return Err(too_complex(format!("the GraphQL document defines more than {MAX_FRAGMENTS} fragments")));
+    }
+    if scanned.has_nul || request.operation_name.as_deref().is_some_and(|name| name.contains('\0')) {
+        return Err(nul());
+    }
+    if !strings::variables_are_storable(&request.variables) {
+        return Err(nul());
+    }
+
+    let document = if query.len() >= PARSE_ON_POOL_BYTES {
+        let text = query.clone();
+        tokio::task::spawn_blocking(move || parse_query(text))
+            .await
+            .map_err(|_| internal("parsing the document stopped unexpectedly"))?
+    } else {
+        parse_query(query)
+    };
+    let document = document.map_err(|error| with_code(ServerError::from(error), "BAD_USER_INPUT"))?;
+
+    shape::check(&document, MAX_RECURSIVE_DEPTH, MAX_EXPANDED_SELECTIONS).map_err(|error| match error {
+        shape::ShapeError::Cycle(name) => {
+            bad_input(format!("fragment \"{name}\" spreads itself, directly or through other fragments"))
+        }
+        shape::ShapeError::TooDeep { depth, max } => too_complex(format!(
+            "selections nest {depth} levels deep once fragment spreads are followed; at most {max} are allowed"
+        )),
+        shape::ShapeError::TooLarge { max } => too_complex(format!(
+            "the document's operations and fragments expand to more than {max} selections once fragment spreads are followed"
+        )),
+    })?;
+    if !strings::document_is_storable(&document) {
+        return Err(nul());
+    }
+    request.set_parsed_query(document);
+    Ok(request)
+}
+
+fn nul() -> ServerError {
+    bad_input("strings must not contain NUL (U+0000) characters".to_owned())
+}
+
+fn bad_input(message: String) -> ServerError {
+    with_code(ServerError::new(message, None), "BAD_USER_INPUT")
+}
+
+fn too_complex(message: String) -> ServerError {
+    with_code(ServerError::new(message, None), "TOO_COMPLEX")
+}
+
+fn internal(message: &str) -> ServerError {
+    with_code(ServerError::new(message, None), "INTERNAL_SERVER_ERROR")
+}
+
+fn with_code(mut error: ServerError, code: &str) -> ServerError {
+    error.extensions.get_or_insert_with(ErrorExtensionValues::default).set("code", code);
+    error
+}

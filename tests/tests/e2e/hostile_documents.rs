@@ -1,0 +1,159 @@
+//! Documents built to make the parser or validator recurse or fan out: fragment chains the
+//! operation never uses (the anonymous request that once aborted the process), fragment
+//! fan-out, deep selections, deep input literals and deep variables, too many tokens or
+//! fragments. Every one is answered with BAD_USER_INPUT or TOO_COMPLEX and a status under
+//! 500, over HTTP POST, HTTP GET and a WebSocket `subscribe` alike, and the server keeps
+//! answering everyone else. How fast each is answered is printed here and measured by the
+//! `hostile` bench, not asserted.
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail, ensure};
+use kfs_tests::ws::{Event, Frame, WsClient};
+use kfs_tests::{DbTest, TestDb, db_tests};
+use serde_json::{Value, json};
+
+use kfs_tests::hostile::{documents, unused_fragment_chain};
+
+use crate::api_support::Api;
+
+pub fn tests() -> Vec<DbTest> {
+    db_tests![
+        hostile_documents_are_refused_over_http_with_a_code_and_no_server_error,
+        hostile_documents_are_refused_over_a_websocket_and_the_connection_stays_up,
+        hostile_documents_at_once_leave_the_server_answering_others,
+        ordinary_documents_with_fragments_still_run,
+    ]
+}
+
+/// The codes a refused document may carry.
+const REFUSALS: [&str; 2] = ["BAD_USER_INPUT", "TOO_COMPLEX"];
+
+/// The code of a refused answer, checking the status is not a server error.
+fn refusal_code(what: &str, status: u16, body: &Value) -> anyhow::Result<String> {
+    ensure!(status < 500, "{what}: status {status}: {body}");
+    let code = kfs_tests::server::first_error_code(body).with_context(|| format!("{what}: no error code in {body}"))?;
+    ensure!(REFUSALS.contains(&code.as_str()), "{what}: answered {code}: {body}");
+    Ok(code)
+}
+
+/// POSTs a document with its variables as JSON text.
+pub async fn post_raw(api: &Api, query: &str, variables: &str) -> anyhow::Result<(u16, Value)> {
+    let body = format!("{{\"query\":{},\"variables\":{variables}}}", serde_json::to_string(query)?);
+    let response = api
+        .server
+        .http
+        .post(api.server.graphql_url())
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await?;
+    let status = response.status().as_u16();
+    Ok((status, response.json::<Value>().await.unwrap_or(Value::Null)))
+}
+
+async fn hostile_documents_are_refused_over_http_with_a_code_and_no_server_error(db: TestDb) -> anyhow::Result<()> {
+    let api = Api::start(&db).await?;
+    // The test server's body limit is 256 KiB; each document fits it.
+    for document in documents(250 * 1024, 100_000) {
+        let started = Instant::now();
+        let (status, body) = post_raw(&api, &document.query, &document.variables).await?;
+        let code = refusal_code(&document.what, status, &body)?;
+        eprintln!("hostile ({}): {} ({} bytes) answered {code} in {:?}", db.backend.name(), document.what, document.query.len(), started.elapsed());
+    }
+    // GET carries the document in the URL: the small ones go that way too.
+    for document in documents(250 * 1024, 0).into_iter().filter(|document| document.query.len() < 4_000 && document.variables == "{}") {
+        let response = api.server.http.get(api.server.graphql_url()).query(&[("query", document.query.as_str())]).send().await?;
+        let status = response.status().as_u16();
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        refusal_code(&format!("{} over GET", document.what), status, &body)?;
+    }
+    let data = api.data(Some(&api.token("alice")), "{ viewer { subjectId } }", json!({})).await?;
+    ensure!(data["viewer"]["subjectId"] == "alice", "{data}");
+    api.stop().await;
+    Ok(())
+}
+
+async fn hostile_documents_are_refused_over_a_websocket_and_the_connection_stays_up(db: TestDb) -> anyhow::Result<()> {
+    let api = Api::start(&db).await?;
+    let mut client = WsClient::connect_and_init(&api.server.ws_url(), Some(&api.token("alice"))).await?;
+    // A client message may be 64 KiB; each document is sized to fit one. Variables nest
+    // within what a JSON parser takes (deeper ones make the whole message invalid: 4400).
+    for (index, document) in documents(60 * 1024, 100).into_iter().enumerate() {
+        let id = format!("h{index}");
+        let message = format!(
+            "{{\"type\":\"subscribe\",\"id\":\"{id}\",\"payload\":{{\"query\":{},\"variables\":{}}}}}",
+            serde_json::to_string(&document.query)?,
+            document.variables
+        );
+        if message.len() > 64 * 1024 {
+            continue;
+        }
+        client.send_text(&message).await?;
+        let code = refused_on_socket(&mut client, &id).await.with_context(|| document.what.clone())?;
+        ensure!(REFUSALS.contains(&code.as_str()), "{}: answered {code}", document.what);
+    }
+    client.send(json!({ "type": "ping" })).await?;
+    match client.recv().await? {
+        Frame::Message(message) if message["type"] == "pong" => {}
+        other => bail!("the connection did not answer a ping after the hostile documents: {other:?}"),
+    }
+    api.stop().await;
+    Ok(())
+}
+
+/// The code operation `id` was refused with: an `error` message (refused before any field
+/// ran), or a `next` carrying only errors followed by `complete` (a resolver refused it).
+pub async fn refused_on_socket(client: &mut WsClient, id: &str) -> anyhow::Result<String> {
+    match client.next_event().await? {
+        Event::Error(from, errors) if from == id => {
+            errors.pointer("/0/extensions/code").and_then(Value::as_str).map(str::to_owned).with_context(|| format!("no code in {errors}"))
+        }
+        Event::Next(from, payload) if from == id => {
+            let code = kfs_tests::ws::error_code(&payload).map(str::to_owned).with_context(|| format!("a refused operation delivered {payload}"))?;
+            ensure!(client.next_event().await? == Event::Complete(id.to_owned()), "no complete after the refusal");
+            Ok(code)
+        }
+        other => bail!("expected a refusal of {id}, got {other:?}"),
+    }
+}
+
+async fn hostile_documents_at_once_leave_the_server_answering_others(db: TestDb) -> anyhow::Result<()> {
+    let api = Api::start(&db).await?;
+    let chain = unused_fragment_chain(7_000);
+    let attacks: Vec<_> = (0..4)
+        .map(|_| {
+            let (http, url, body) = (api.server.http.clone(), api.server.graphql_url(), json!({ "query": chain }));
+            tokio::spawn(async move { http.post(url).json(&body).send().await.map(|response| response.status().as_u16()) })
+        })
+        .collect();
+    let healthz = format!("{}/healthz", api.server.server.base_url());
+    let started = Instant::now();
+    let health = tokio::time::timeout(Duration::from_secs(30), api.server.http.get(&healthz).send()).await.context("healthz hung while hostile documents were answered")??;
+    ensure!(health.status().is_success());
+    eprintln!("hostile ({}): /healthz answered in {:?} beside four 7,000-fragment chains", db.backend.name(), started.elapsed());
+    for attack in attacks {
+        let status = attack.await??;
+        ensure!(status < 500, "a fragment chain answered {status}");
+    }
+    api.stop().await;
+    Ok(())
+}
+
+/// The guard must not refuse what clients really send: GraphiQL's introspection query is
+/// covered by `api_limits`; here, fragments on fragments and a legitimately long document.
+async fn ordinary_documents_with_fragments_still_run(db: TestDb) -> anyhow::Result<()> {
+    let api = Api::start(&db).await?;
+    let token = api.token("alice");
+    let space = api.space("alice").await?;
+    let query = "query($s: UUID!) { ...Root } \
+                 fragment Root on Query { viewer { ...Who } knowledgeSpace(id: $s) { ...Space } } \
+                 fragment Who on Viewer { subjectId tenantId } \
+                 fragment Space on KnowledgeSpace { id name viewerRole }";
+    let data = api.data(Some(&token), query, json!({ "s": space })).await?;
+    ensure!(data["viewer"]["subjectId"] == "alice" && data["knowledgeSpace"]["id"] == space, "{data}");
+    let aliases: String = (0..500).map(|i| format!("a{i}: viewer {{ subjectId }} ")).collect();
+    let data = api.data(Some(&token), &format!("{{ {aliases} }}"), json!({})).await?;
+    ensure!(data["a499"]["subjectId"] == "alice", "{data}");
+    api.stop().await;
+    Ok(())
+}
