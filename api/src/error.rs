@@ -34,6 +34,10 @@ pub enum ApiError {
     /// The query asks for too much at once.
     #[error("{0}")]
     TooComplex(String),
+    /// The database cannot be reached right now; the request may be tried again shortly
+    /// (HTTP answers 503 with `Retry-After`). The cause is logged, never sent.
+    #[error("the service is unavailable; try again shortly")]
+    Unavailable(#[source] anyhow::Error),
     /// Something failed on our side; the cause is logged, never sent.
     #[error("internal server error")]
     Internal(#[source] anyhow::Error),
@@ -64,6 +68,7 @@ impl ApiError {
             Self::BadUserInput(_) => "BAD_USER_INPUT",
             Self::Conflict { .. } => "CONFLICT",
             Self::TooComplex(_) => "TOO_COMPLEX",
+            Self::Unavailable(_) => "SERVICE_UNAVAILABLE",
             Self::Internal(_) => "INTERNAL_SERVER_ERROR",
         }
     }
@@ -71,9 +76,11 @@ impl ApiError {
 
 impl ErrorExtensions for ApiError {
     fn extend(&self) -> async_graphql::Error {
-        if let Self::Internal(cause) = self {
+        match self {
             // The one place an internal cause is logged; the client sees only the code.
-            tracing::error!(error = format!("{cause:#}"), "request failed");
+            Self::Internal(cause) => tracing::error!(error = format!("{cause:#}"), "request failed"),
+            Self::Unavailable(cause) => tracing::warn!(error = format!("{cause:#}"), "request failed: the database is unavailable"),
+            _ => {}
         }
         async_graphql::Error::new(self.to_string()).extend_with(|_, values: &mut ErrorExtensionValues| {
             values.set("code", self.code());
@@ -112,6 +119,9 @@ impl From<LifecycleError> for ApiError {
             LifecycleError::IdempotencyMismatch => {
                 Self::conflict("idempotencyKey was already used for a task with different input")
             }
+            LifecycleError::IdempotencyKeyUnreadable => Self::conflict(
+                "idempotencyKey was used by a task you can no longer read; use a new idempotencyKey",
+            ),
             LifecycleError::LeaseLost => Self::internal(anyhow::anyhow!("lease lost on an API path")),
             LifecycleError::Database(error) => error.into(),
         }

@@ -10,6 +10,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::trace::TraceLayer;
 use worker::Notifier;
 
@@ -58,6 +59,7 @@ pub fn router(state: AppState, shutdown: CancellationToken) -> Router {
             settings.ws_ping_interval_ms,
             settings.ws_max_subscriptions,
             settings.ws_send_timeout_ms,
+            settings.max_response_bytes,
         ),
         shutdown,
     };
@@ -77,6 +79,9 @@ pub fn router(state: AppState, shutdown: CancellationToken) -> Router {
         .merge(health)
         .layer(axum::middleware::from_fn(http::track_metrics))
         .layer(TraceLayer::new_for_http())
+        // A panic is a bug, but it must cost one request, not the connection it came on:
+        // answer it as an internal error (the panic itself is logged by the hook).
+        .layer(CatchPanicLayer::custom(http::panic_response))
 }
 
 /// Connects, migrates, binds and serves; with `embedded_worker` the worker loops run in

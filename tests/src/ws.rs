@@ -203,6 +203,14 @@ impl WsClient {
         Ok(payloads)
     }
 
+    /// Sends a close frame with `code` and `reason` and keeps the connection, so the test
+    /// can read what the server answers.
+    pub async fn close_with(&mut self, code: u16, reason: &str) -> anyhow::Result<()> {
+        use tokio_tungstenite::tungstenite::protocol::{CloseFrame, frame::coding::CloseCode};
+        let frame = CloseFrame { code: CloseCode::from(code), reason: reason.to_owned().into() };
+        self.socket.send(Message::Close(Some(frame))).await.context("sending a close frame")
+    }
+
     /// Closes the connection politely (close frame 1000).
     pub async fn close(mut self) -> anyhow::Result<()> {
         self.socket.close(None).await.context("closing the WebSocket")

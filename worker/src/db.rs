@@ -13,7 +13,9 @@ pub async fn connect(url: &str) -> Result<DatabaseConnection, DbErr> {
     let mut options = ConnectOptions::new(url.to_owned());
     options
         .sqlx_logging(false)
-        .acquire_timeout(Duration::from_secs(10))
+        // Long enough to ride out a burst, short enough that a request answers "unavailable"
+        // promptly while the database is down.
+        .acquire_timeout(Duration::from_secs(5))
         .map_sqlx_sqlite_opts(|sqlite| {
             sqlite
                 .create_if_missing(true)
@@ -50,6 +52,29 @@ where
         ..Default::default()
     })
     .await
+}
+
+/// Whether `error` means the database could not be reached (down, restarting, failing
+/// over, or the pool out of connections) rather than that it refused the statement. Such
+/// errors are worth retrying once it is back; callers answer "unavailable", not "internal".
+pub fn is_unavailable(error: &DbErr) -> bool {
+    use sea_orm::sqlx::Error as Sqlx;
+    use sea_orm::{ConnAcquireErr, RuntimeErr};
+    let sqlx = match error {
+        DbErr::ConnectionAcquire(ConnAcquireErr::Timeout | ConnAcquireErr::ConnectionClosed) => return true,
+        DbErr::Conn(RuntimeErr::SqlxError(inner)) | DbErr::Exec(RuntimeErr::SqlxError(inner)) | DbErr::Query(RuntimeErr::SqlxError(inner)) => inner,
+        DbErr::Conn(_) => return true,
+        _ => return false,
+    };
+    match sqlx.as_ref() {
+        Sqlx::Io(_) | Sqlx::Tls(_) | Sqlx::PoolTimedOut | Sqlx::PoolClosed | Sqlx::WorkerCrashed => true,
+        // SQLSTATE class 08 (connection exception) and 57P01–57P03 (the server is shutting
+        // down, crashed, or not accepting connections yet).
+        Sqlx::Database(database) => database
+            .code()
+            .is_some_and(|code| code.starts_with("08") || matches!(code.as_ref(), "57P01" | "57P02" | "57P03")),
+        _ => false,
+    }
 }
 
 /// Whether the connection is PostgreSQL (row locks, NOTIFY) rather than SQLite.

@@ -15,7 +15,7 @@ pub async fn authenticate_api_key(db: &DatabaseConnection, presented: &str) -> R
     let key = api_key::Entity::find_by_id(key_id)
         .one(db)
         .await
-        .map_err(ApiError::internal)?;
+        .map_err(ApiError::from)?;
     // Hash even when the key is unknown, so timing does not tell which ids exist.
     let presented_hash = hash_secret(&secret);
     let Some(key) = key else {

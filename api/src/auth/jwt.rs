@@ -41,7 +41,8 @@ pub fn verify_token(secret: &SecretString, token: &str) -> Result<Principal, Api
             Some(channel) => channel,
         },
     };
-    let well_formed = |id: &str| !id.is_empty() && id.len() <= MAX_ID_LEN;
+    // A NUL cannot be stored (PostgreSQL refuses it), so a claim holding one names nobody.
+    let well_formed = |id: &str| !id.is_empty() && id.chars().count() <= MAX_ID_LEN && !id.contains('\0');
     if !well_formed(&claims.sub) || !well_formed(&claims.tenant) || claims.sub.starts_with("api_key:") {
         return Err(ApiError::Unauthenticated);
     }

@@ -14,3 +14,11 @@ pub use graphql_http::{GraphqlEndpoint, graphql_get, graphql_post};
 pub use health::{healthz, readyz};
 pub use metrics::{install as install_metrics, metrics, track as track_metrics};
 pub use ws::{ConnectionLimits, WsEndpoint, graphql_ws};
+
+/// The answer to a request whose handler panicked: a GraphQL error with the internal
+/// code, never the panic's message.
+pub fn panic_response(_panic: Box<dyn std::any::Any + Send + 'static>) -> axum::response::Response {
+    tracing::error!("a request handler panicked");
+    let body = serde_json::json!({ "errors": [{ "message": "internal server error", "extensions": { "code": "INTERNAL_SERVER_ERROR" } }] });
+    media::Media::Json.respond(axum::http::StatusCode::INTERNAL_SERVER_ERROR, &body)
+}

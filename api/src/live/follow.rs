@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use entity::{research_task_partial_result as partial, research_task_progress_event as progress};
 use futures_util::Stream;
-use sea_orm::{DatabaseConnection, DbErr};
+use sea_orm::{DatabaseConnection, DbErr, EntityTrait};
 use tokio::sync::broadcast::{self, error::RecvError};
 use uuid::Uuid;
 
@@ -138,7 +138,7 @@ impl<R: JournalRow> Subscription<R> {
                 Ok(()) => self.failing_since = None,
                 // A database that restarts or fails over loses the read, not the rows: read
                 // again from the same sequence shortly, rather than end the feed.
-                Err(ApiError::Internal(cause)) if self.still_retrying() => {
+                Err(ApiError::Unavailable(cause)) if self.still_retrying() => {
                     tracing::warn!(task.id = %self.task_id, error = format!("{cause:#}"), "a subscription's read failed; retrying");
                     tokio::time::sleep(RETRY_PAUSE).await;
                 }
@@ -181,6 +181,20 @@ impl<R: JournalRow> Subscription<R> {
         Ok(())
     }
 
+    /// The error a subscription whose task's grant died ends with: UNAUTHENTICATED when
+    /// the caller's own API key is what died (as HTTP would answer the caller now),
+    /// FORBIDDEN otherwise (the grant of this one task ended).
+    async fn revocation(&self) -> ApiError {
+        let Some(credential) = &self.caller.api_key else {
+            return ApiError::Forbidden;
+        };
+        match entity::api_key::Entity::find_by_id(credential.key_id).one(&self.db).await {
+            Ok(Some(key)) if super::key_holds(&key, credential.revision, entity::now_millis()) => ApiError::Forbidden,
+            Ok(_) => ApiError::Unauthenticated,
+            Err(error) => ApiError::from(error),
+        }
+    }
+
     /// Waits for the next topic event that concerns this subscription.
     async fn live(&mut self) -> Result<(), ApiError> {
         let expiry = self.caller.expires_at.map(|at| at - entity::now_millis());
@@ -204,7 +218,7 @@ impl<R: JournalRow> Subscription<R> {
             }
         };
         match event {
-            Ok(TopicEvent::GrantRevoked) => Err(ApiError::Forbidden),
+            Ok(TopicEvent::GrantRevoked) => Err(self.revocation().await),
             Ok(TopicEvent::Ended) | Err(RecvError::Closed) => {
                 self.phase = Phase::Draining;
                 Ok(())

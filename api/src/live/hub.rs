@@ -10,7 +10,9 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 use worker::Notifier;
 
+use super::credentials::{KeyWatch, KeyWatchGuard};
 use super::{Topic, TopicEvent};
+use crate::auth::ApiKeyCredential;
 
 /// How often a topic reads even without a wake-up, and re-checks the task's grant: a
 /// revoked grant ends subscriptions within this time.
@@ -21,13 +23,15 @@ pub const POLL: Duration = Duration::from_millis(500);
 pub struct LiveHub {
     db: DatabaseConnection,
     topics: Arc<Mutex<HashMap<Uuid, Arc<Topic>>>>,
+    keys: Arc<KeyWatch>,
 }
 
 impl LiveHub {
     /// A hub that hears `notifier`'s signals (this process's commits, and other
     /// processes' through the PostgreSQL listener) until `shutdown`.
     pub fn start(db: DatabaseConnection, notifier: &Notifier, shutdown: CancellationToken) -> Self {
-        let hub = Self { db, topics: Arc::default() };
+        let keys = KeyWatch::start(db.clone(), POLL, shutdown.clone());
+        let hub = Self { db, topics: Arc::default(), keys };
         let mut signals = notifier.subscribe();
         let dispatcher = hub.clone();
         tokio::spawn(async move {
@@ -68,8 +72,15 @@ impl LiveHub {
     /// Has every topic re-check its task's grant now: a key or membership of this
     /// process's changed, and some grants may have died.
     pub fn recheck_grants(&self) {
+        self.keys.recheck();
         let topics = self.topics.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         topics.values().for_each(|topic| topic.recheck_grant());
+    }
+
+    /// Watches the key a WebSocket connection authenticated with: the guard's token is
+    /// cancelled once the key is revoked or rotated, in any process.
+    pub fn watch_key(&self, credential: &ApiKeyCredential) -> KeyWatchGuard {
+        self.keys.watch(credential)
     }
 
     /// Wakes one task's topic, or every topic (`None`, after a missed notification).

@@ -4,10 +4,12 @@
 //! task, not one per subscriber. Subscribers replay from the database themselves and fall
 //! back to it whenever they see a gap, so a lost signal delays a row but never loses it.
 
+mod credentials;
 mod hub;
 mod follow;
 mod topic;
 
+pub use credentials::{KeyWatchGuard, key_holds};
 pub use hub::LiveHub;
 pub use follow::{JournalRow, follow};
 pub use topic::{Topic, TopicEvent};

@@ -53,6 +53,9 @@ const KNOWN: &[Known] = &[
 /// Classifies a database error: a known constraint becomes its client error, anything
 /// else is internal.
 pub fn classify(error: DbErr) -> ApiError {
+    if worker::db::is_unavailable(&error) {
+        return ApiError::Unavailable(error.into());
+    }
     let Some((constraint, message)) = violation(&error) else {
         return ApiError::internal(error);
     };

@@ -7,7 +7,7 @@
 //!
 //! The shared PostgreSQL other tests run on is never restarted: this test starts a cluster
 //! of its own (`cluster.rs`), which is why it ignores the harness's database.
-mod cluster;
+pub(crate) mod cluster;
 
 use std::time::{Duration, Instant};
 

@@ -3,7 +3,7 @@
 //! new stage, its progress event and its outbox change in one transaction. Cancel and pause
 //! clear the lease, which fences the running worker out.
 use entity::{
-    LifecycleCommand, OutboxStatus, ProgressEventType, now_millis, research_task_job as job,
+    LifecycleCommand, OutboxStatus, ProgressEventType, Stage, now_millis, research_task_job as job,
 };
 use sea_orm::{ActiveModelTrait, ActiveValue::Set, DatabaseConnection, IntoActiveModel};
 use serde_json::json;
@@ -59,6 +59,11 @@ async fn apply(
         .await?
         .filter(|row| row.tenant_id == task.tenant_id && row.subject_id == task.subject_id)
         .ok_or(LifecycleError::NotFound)?;
+    // Canceling twice is the same as canceling once: the task comes back as it is, with no
+    // new event and no new row version, whatever version the caller last saw.
+    if command == LifecycleCommand::Cancel && current.stage == Stage::Canceled {
+        return Ok(current);
+    }
     if let Some(expected) = task.expected_row_version
         && expected != current.row_version
     {

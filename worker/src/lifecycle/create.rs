@@ -46,10 +46,13 @@ pub struct Created {
 const IDEMPOTENCY_NAMESPACE: Uuid = Uuid::from_u128(0x6b66_7372_6573_6561_7263_685f_7461_736b);
 
 /// The task id a client's idempotency key stands for: derived from the tenant, space,
-/// subject and key, so the same key from another subject names another task.
+/// subject and key, so the same key from another subject names another task. The parts
+/// are encoded as a JSON array, so no choice of strings makes two tuples one name (a
+/// separator could appear inside a part).
 fn derived_id(grant: &GrantRequest, key: &str) -> Uuid {
-    let name = format!("{}\u{0}{}\u{0}{}\u{0}{}", grant.tenant_id, grant.knowledge_space_id, grant.subject_id, key);
-    Uuid::new_v5(&IDEMPOTENCY_NAMESPACE, name.as_bytes())
+    let parts = [grant.tenant_id.as_str(), &grant.knowledge_space_id.to_string(), grant.subject_id.as_str(), key];
+    let name = serde_json::to_vec(&parts).unwrap_or_default();
+    Uuid::new_v5(&IDEMPOTENCY_NAMESPACE, &name)
 }
 
 /// Creates the task, or returns the one its idempotency key already created.
@@ -59,7 +62,7 @@ pub async fn create(db: &DatabaseConnection, notifier: &Notifier, input: NewTask
         None => Uuid::now_v7(),
     };
     if let Some(existing) = job::Entity::find_by_id(id).one(db).await? {
-        return replay(existing, &input);
+        return replay(db, existing, &input).await;
     }
     match insert(db, id, &input).await {
         Ok(task) => {
@@ -68,15 +71,25 @@ pub async fn create(db: &DatabaseConnection, notifier: &Notifier, input: NewTask
         }
         // Two requests with one key raced; the loser answers with the winner's task.
         Err(error) if input.idempotency_key.is_some() => match job::Entity::find_by_id(id).one(db).await? {
-            Some(existing) => replay(existing, &input),
+            Some(existing) => replay(db, existing, &input).await,
             None => Err(error),
         },
         Err(error) => Err(error),
     }
 }
 
-/// The earlier task for a repeated key, if the input matches what created it.
-fn replay(existing: job::Model, input: &NewTask) -> Result<Created, LifecycleError> {
+/// The earlier task for a repeated key, if the caller may still read it and the input
+/// matches what created it. Replay never returns what a read of the task would not: the
+/// task must be the caller's own (tenant, space and subject) and its grant must still
+/// hold (a member removed and re-added, or a key rotated, holds a new grant, not the old).
+async fn replay(db: &DatabaseConnection, existing: job::Model, input: &NewTask) -> Result<Created, LifecycleError> {
+    let grant = &input.grant;
+    let owned = existing.tenant_id == grant.tenant_id
+        && existing.knowledge_space_id == grant.knowledge_space_id
+        && existing.subject_id == grant.subject_id;
+    if !owned || grant::check(db, existing.permission_snapshot_id).await?.is_err() {
+        return Err(LifecycleError::IdempotencyKeyUnreadable);
+    }
     let same = existing.query == input.query
         && existing.mode == input.mode
         && existing.top_k == input.top_k
@@ -136,3 +149,29 @@ async fn insert(db: &DatabaseConnection, id: Uuid, input: &NewTask) -> Result<jo
     Ok(task)
 }
 
+
+#[cfg(test)]
+mod tests {
+    use entity::{AccessChannel, MemberRole};
+
+    use super::*;
+    use crate::grant::GrantSource;
+
+    fn grant(tenant: &str, subject: &str) -> GrantRequest {
+        GrantRequest {
+            tenant_id: tenant.to_owned(),
+            knowledge_space_id: Uuid::nil(),
+            subject_id: subject.to_owned(),
+            access_channel: AccessChannel::Interactive,
+            source: GrantSource::Member { revision: 1, role: MemberRole::Viewer },
+        }
+    }
+
+    #[test]
+    fn no_choice_of_subject_and_key_makes_two_callers_share_a_task_id() {
+        // Joined with a separator these would be one name: "t\0victim\0x\0k".
+        assert_ne!(derived_id(&grant("t", "victim"), "x\u{0}k"), derived_id(&grant("t", "victim\u{0}x"), "k"));
+        assert_ne!(derived_id(&grant("t\u{0}victim", "x"), "k"), derived_id(&grant("t", "victim\u{0}x"), "k"));
+        assert_eq!(derived_id(&grant("t", "victim"), "k"), derived_id(&grant("t", "victim"), "k"));
+    }
+}

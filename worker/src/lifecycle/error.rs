@@ -27,6 +27,10 @@ pub enum LifecycleError {
     /// The client's idempotency key was used before with different input.
     #[error("idempotency key was already used for a different task")]
     IdempotencyMismatch,
+    /// The client's idempotency key names a task the caller can no longer read (its grant
+    /// died), so replaying it would show what a read would not.
+    #[error("idempotency key was used by a task the caller can no longer read")]
+    IdempotencyKeyUnreadable,
     /// The worker's lease is gone (expired and re-claimed, canceled or paused); it must
     /// stop and write nothing more.
     #[error("lease lost")]

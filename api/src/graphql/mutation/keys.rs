@@ -75,14 +75,17 @@ impl KeyMutation {
     }
 }
 
-/// The key, if the caller owns its space: `NOT_FOUND` for keys the caller cannot see,
-/// `FORBIDDEN` for members who are not owners.
+/// The key, if the caller owns its space. Only owners see a space's keys, so to anyone
+/// else a real key id answers `NOT_FOUND`, exactly as a random one does.
 async fn managed_key(
     txn: &sea_orm::DatabaseTransaction,
     caller: &Principal,
     id: Uuid,
 ) -> Result<api_key::Model, ApiError> {
     let key = api_keys::find(txn, &caller.tenant_id, id).await?.ok_or(ApiError::NotFound)?;
-    require_role(txn, caller, key.knowledge_space_id, MemberRole::can_manage).await?;
-    Ok(key)
+    match require_role(txn, caller, key.knowledge_space_id, MemberRole::can_manage).await {
+        Ok(_) => Ok(key),
+        Err(ApiError::Forbidden) => Err(ApiError::NotFound),
+        Err(other) => Err(other),
+    }
 }

@@ -4,22 +4,37 @@
 //! its subscriptions fall behind their topic and catch up from the database later, and a
 //! client that stops reading altogether is closed (1013) once a write has waited
 //! `send_timeout`. Nobody else waits for it.
+//!
+//! Every operation is authorized as if it came over HTTP at that moment: the credential
+//! of `connection_init` is authenticated again for each `subscribe`, and when it dies
+//! (a JWT or key expiring, a key revoked or rotated in any process) every running
+//! operation ends with UNAUTHENTICATED and the connection closes with 4403.
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket};
 use futures_util::SinkExt;
 use futures_util::stream::{BoxStream, SplitSink, StreamExt};
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio_stream::StreamMap;
 use tokio_util::sync::CancellationToken;
 
+use super::MAX_INBOUND_BYTES;
 use super::protocol::{Incoming, Outgoing, Subprotocol, close, parse};
 use crate::auth::{Principal, authenticate};
+use crate::error::ApiError;
+use crate::graphql::guard;
 use crate::http::GraphqlEndpoint;
 use crate::http::error_codes::is_request_error;
+use crate::live::KeyWatchGuard;
 
 /// How long the close frame may wait for the client to take it.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
+/// How long the server keeps reading after its close frame, for the client's answer. A
+/// socket closed with unread input is reset, and a reset can make the client lose the
+/// close frame it had not read yet (RFC 6455 has the server wait for the client's close).
+const CLOSE_LINGER: Duration = Duration::from_secs(2);
 
 /// Tunables of a connection, from the settings.
 #[derive(Debug, Clone, Copy)]
@@ -32,12 +47,17 @@ pub struct ConnectionLimits {
     pub max_subscriptions: usize,
     /// How long one write may wait for the client before it counts as too slow.
     pub send_timeout: Duration,
+    /// The largest message the server sends; an operation whose result is larger gets an
+    /// `error` instead (HTTP refuses such a result the same way).
+    pub max_message_bytes: usize,
 }
 
 /// Why the connection ends.
 enum Ending {
     /// Close with this code and reason.
     Close(u16, String),
+    /// The client closed: answer its close frame, as RFC 6455 asks.
+    Echo,
     /// The client went away; nothing to send.
     Gone,
 }
@@ -63,127 +83,302 @@ impl Sent {
     }
 }
 
+/// An accepted `connection_init`.
+struct Session {
+    /// The `Authorization` value it carried, authenticated again for every operation.
+    authorization: Option<String>,
+    /// Keeps the connection's API key watched for as long as the session lasts.
+    _key_watch: Option<KeyWatchGuard>,
+}
+
+/// A future that resolves when the session's credential stops holding.
+type CredentialEnd = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// The writing half and what every write needs.
+struct Writer {
+    sink: SplitSink<WebSocket, Message>,
+    protocol: Subprotocol,
+    timeout: Duration,
+    max_message_bytes: usize,
+}
+
+impl Writer {
+    /// Writes one message, waiting at most `timeout` for the client to take it.
+    async fn send(&mut self, message: Outgoing) -> Sent {
+        self.send_text(message.encode(self.protocol)).await
+    }
+
+    async fn send_text(&mut self, text: String) -> Sent {
+        match tokio::time::timeout(self.timeout, self.sink.send(Message::Text(text.into()))).await {
+            Ok(Ok(())) => Sent::Ok,
+            Ok(Err(_)) => Sent::Gone,
+            Err(_) => Sent::TooSlow,
+        }
+    }
+
+    /// Writes an operation's message; one too large for a message ends that operation with
+    /// an `error` instead. Returns whether the operation was ended here.
+    async fn deliver(&mut self, id: &str, message: Outgoing) -> (Sent, bool) {
+        let text = message.encode(self.protocol);
+        if text.len() <= self.max_message_bytes {
+            return (self.send_text(text).await, false);
+        }
+        let message = format!(
+            "the result is {} bytes, more than the {} bytes one message may carry; ask for fewer fields or a smaller page",
+            text.len(),
+            self.max_message_bytes
+        );
+        let errors = json!([{ "message": message, "extensions": { "code": "TOO_COMPLEX" } }]);
+        (self.send(Outgoing::Error(id.to_owned(), errors)).await, true)
+    }
+}
+
 /// Serves the connection until either side ends it.
 pub async fn serve(socket: WebSocket, protocol: Subprotocol, endpoint: GraphqlEndpoint, limits: ConnectionLimits, shutdown: CancellationToken) {
-    let (mut sink, mut stream) = socket.split();
+    let (sink, mut stream) = socket.split();
+    let mut writer = Writer { sink, protocol, timeout: limits.send_timeout, max_message_bytes: limits.max_message_bytes };
     let mut operations: StreamMap<String, BoxStream<'static, Outgoing>> = StreamMap::new();
-    // Set by an accepted `connection_init`; the inner `None` is an anonymous connection.
-    let mut session: Option<Option<Principal>> = None;
-    let mut acknowledged = false;
+    let mut session: Option<Session> = None;
+    let mut credential_end: Option<CredentialEnd> = None;
     let init_deadline = tokio::time::sleep(limits.init_timeout);
     tokio::pin!(init_deadline);
     let mut keep_alive = tokio::time::interval_at(tokio::time::Instant::now() + limits.ping_interval, limits.ping_interval);
-    let timeout = limits.send_timeout;
 
     let ending = loop {
-        // Shutdown first: it ends the connection whatever else is ready. Then the client's
-        // own messages, so a busy subscription cannot starve a `complete` or a ping. Then
-        // results, then housekeeping.
+        // Shutdown first: it ends the connection whatever else is ready. Then a dead
+        // credential, so nothing more is served under it. Then the client's own messages,
+        // so a busy subscription cannot starve a `complete` or a ping. Then results, then
+        // housekeeping.
         tokio::select! {
             biased;
             () = shutdown.cancelled() => break Ending::Close(close::GOING_AWAY, "server shutting down".into()),
+            () = ended(&mut credential_end) => {
+                break end_every_operation(&mut writer, &mut operations).await.unwrap_or(Ending::Close(close::FORBIDDEN, "Forbidden".into()));
+            }
             frame = stream.next() => {
                 let text = match frame {
                     Some(Ok(Message::Text(text))) => text,
                     Some(Ok(Message::Binary(_))) => break Ending::Close(close::INVALID_MESSAGE, "Binary frames are not supported".into()),
                     Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
-                    Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break Ending::Gone,
+                    Some(Ok(Message::Close(_))) => break Ending::Echo,
+                    Some(Err(error)) if is_too_big(&error) => break Ending::Close(close::MESSAGE_TOO_BIG, "Message too big".into()),
+                    None | Some(Err(_)) => break Ending::Gone,
                 };
+                // Read whole (up to the transport's larger limit), so refusing it leaves
+                // nothing unread that would reset the connection.
+                if text.len() > MAX_INBOUND_BYTES {
+                    break Ending::Close(close::MESSAGE_TOO_BIG, "Message too big".into());
+                }
                 let message = match parse(protocol, text.as_str()) {
                     Ok(message) => message,
                     Err(reason) => break Ending::Close(close::INVALID_MESSAGE, reason),
                 };
                 match message {
                     Incoming::Init(payload) => {
-                        if session.is_some() || acknowledged {
+                        if session.is_some() {
                             break Ending::Close(close::TOO_MANY_INITS, "Too many initialisation requests".into());
                         }
                         // Boxed: authentication may read the database, and its future
                         // inline would size every connection's task for its whole life.
-                        match Box::pin(initialise(&endpoint, &payload)).await {
+                        let authorization = authorization(&payload);
+                        match Box::pin(authenticate(&endpoint.state, authorization.as_deref())).await {
                             Ok(principal) => {
-                                session = Some(principal);
-                                acknowledged = true;
-                                if let Some(ending) = send(&mut sink, protocol, Outgoing::Ack, timeout).await.ending() {
+                                let key_watch = principal.as_ref().and_then(|p| p.api_key.as_ref()).map(|key| endpoint.state.live.watch_key(key));
+                                credential_end = principal.as_ref().map(|p| credential_ends(p, key_watch.as_ref()));
+                                session = Some(Session { authorization, _key_watch: key_watch });
+                                if let Some(ending) = writer.send(Outgoing::Ack).await.ending() {
                                     break ending;
                                 }
                             }
-                            Err(reason) => break Ending::Close(close::FORBIDDEN, reason),
+                            Err(ApiError::Unavailable(_)) => break Ending::Close(close::TRY_AGAIN_LATER, "service unavailable; try again later".into()),
+                            Err(_) => break Ending::Close(close::FORBIDDEN, "Forbidden".into()),
                         }
                     }
                     Incoming::Ping(payload) => {
-                        if let Some(ending) = send(&mut sink, protocol, Outgoing::Pong(payload), timeout).await.ending() {
+                        if let Some(ending) = writer.send(Outgoing::Pong(payload)).await.ending() {
                             break ending;
                         }
                     }
                     Incoming::Pong => {}
-                    Incoming::Terminate => break Ending::Gone,
+                    Incoming::Terminate => break Ending::Close(close::NORMAL, String::new()),
                     Incoming::Stop(id) => {
                         // Dropping the stream ends the operation; per the protocol nothing
                         // more is sent for it.
                         operations.remove(&id);
                     }
                     Incoming::Subscribe(id, request) => {
-                        let Some(principal) = session.as_ref().filter(|_| acknowledged) else {
+                        let Some(current) = &session else {
                             break Ending::Close(close::UNAUTHORIZED, "Unauthorized".into());
                         };
                         if operations.contains_key(&id) {
                             break Ending::Close(close::DUPLICATE_ID, format!("Subscriber for {id} already exists"));
                         }
                         if operations.len() >= limits.max_subscriptions {
-                            let error = serde_json::json!([{ "message": format!("at most {} operations may run on one connection", limits.max_subscriptions), "extensions": { "code": "BAD_USER_INPUT" } }]);
-                            if let Some(ending) = send(&mut sink, protocol, Outgoing::Error(id, error), timeout).await.ending() {
+                            let error = format!("at most {} operations may run on one connection", limits.max_subscriptions);
+                            if let Some(ending) = writer.send(Outgoing::Error(id, errors(&error, "BAD_USER_INPUT"))).await.ending() {
                                 break ending;
                             }
                             continue;
                         }
-                        let operation = operation(&endpoint, principal.clone(), id.clone(), *request);
-                        operations.insert(id, operation);
+                        // As HTTP would, now: a key revoked or rotated since `connection_init`
+                        // no longer authenticates, and neither does an expired token.
+                        let principal = match Box::pin(authenticate(&endpoint.state, current.authorization.as_deref())).await {
+                            Ok(principal) => principal,
+                            Err(error) => {
+                                let dead = matches!(error, ApiError::Unauthenticated);
+                                let refused = Outgoing::Error(id, errors(&error.to_string(), error.code()));
+                                if let Some(ending) = writer.send(refused).await.ending() {
+                                    break ending;
+                                }
+                                if dead {
+                                    break end_every_operation(&mut writer, &mut operations).await.unwrap_or(Ending::Close(close::FORBIDDEN, "Forbidden".into()));
+                                }
+                                continue;
+                            }
+                        };
+                        operations.insert(id.clone(), operation(&endpoint, principal, id, *request));
                     }
                 }
             }
             // A finished operation leaves the map by itself after its last message.
-            Some((_, message)) = operations.next(), if !operations.is_empty() => {
-                if let Some(ending) = send(&mut sink, protocol, message, timeout).await.ending() {
+            Some((id, message)) = operations.next(), if !operations.is_empty() => {
+                let (sent, ended) = writer.deliver(&id, message).await;
+                if ended {
+                    operations.remove(&id);
+                }
+                if let Some(ending) = sent.ending() {
                     break ending;
                 }
             }
-            () = &mut init_deadline, if !acknowledged => {
+            () = &mut init_deadline, if session.is_none() => {
                 break Ending::Close(close::INIT_TIMEOUT, "Connection initialisation timeout".into());
             }
-            _ = keep_alive.tick(), if acknowledged => {
-                if let Some(ending) = send(&mut sink, protocol, Outgoing::KeepAlive, timeout).await.ending() {
+            _ = keep_alive.tick(), if session.is_some() => {
+                if let Some(ending) = writer.send(Outgoing::KeepAlive).await.ending() {
                     break ending;
                 }
             }
         }
     };
     drop(operations);
-    if let Ending::Close(code, reason) = ending {
-        // The close frame queues behind whatever the client has not read yet; a slow
-        // client that drains its backlog within the grace still learns why it was closed.
-        let frame = CloseFrame { code, reason: reason.into() };
-        let _ = tokio::time::timeout(CLOSE_GRACE, sink.send(Message::Close(Some(frame)))).await;
+    match ending {
+        Ending::Close(code, reason) => {
+            // The close frame queues behind whatever the client has not read yet; a slow
+            // client that drains its backlog within the grace still learns why it was closed.
+            let frame = CloseFrame { code, reason: reason.into() };
+            let _ = tokio::time::timeout(CLOSE_GRACE, writer.sink.send(Message::Close(Some(frame)))).await;
+            let answered = async {
+                while let Some(Ok(message)) = stream.next().await {
+                    if matches!(message, Message::Close(_)) {
+                        break;
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(CLOSE_LINGER, answered).await;
+        }
+        // Reading the client's close frame queued the reply; flushing sends it.
+        Ending::Echo => {
+            let _ = tokio::time::timeout(CLOSE_GRACE, writer.sink.close()).await;
+        }
+        Ending::Gone => {}
     }
 }
 
-/// Authenticates the `connection_init` payload. A credential that does not hold refuses
-/// the connection; none at all gives an anonymous one whose operations answer
-/// UNAUTHENTICATED.
-async fn initialise(endpoint: &GraphqlEndpoint, payload: &Value) -> Result<Option<Principal>, String> {
-    let header = authorization(payload);
-    authenticate(&endpoint.state, header.as_deref()).await.map_err(|_| "Forbidden".to_owned())
+/// Resolves when the session's credential stops holding; never for an anonymous one.
+async fn ended(credential_end: &mut Option<CredentialEnd>) {
+    match credential_end {
+        Some(end) => end.await,
+        None => std::future::pending().await,
+    }
+}
+
+/// When `principal`'s credential stops holding: at its expiry, or when its API key is
+/// revoked or rotated.
+fn credential_ends(principal: &Principal, key_watch: Option<&KeyWatchGuard>) -> CredentialEnd {
+    let expiry = principal.expires_at;
+    let revoked = key_watch.map(|watch| watch.dead.clone());
+    Box::pin(async move {
+        let expired = async {
+            match expiry {
+                Some(at) => {
+                    let left = u64::try_from(at - entity::now_millis()).unwrap_or(0);
+                    tokio::time::sleep(Duration::from_millis(left)).await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        let revoked = async {
+            match revoked {
+                Some(token) => token.cancelled_owned().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = expired => {}
+            () = revoked => {}
+        }
+    })
+}
+
+/// The credential died: every running operation ends with the error HTTP would answer
+/// now (a `next` carrying UNAUTHENTICATED, then `complete`), and then the connection
+/// closes. Returns an ending of its own only when a write failed.
+async fn end_every_operation(writer: &mut Writer, operations: &mut StreamMap<String, BoxStream<'static, Outgoing>>) -> Option<Ending> {
+    let ids: Vec<String> = operations.keys().cloned().collect();
+    operations.clear();
+    let unauthenticated = json!({ "data": null, "errors": errors(&ApiError::Unauthenticated.to_string(), "UNAUTHENTICATED") });
+    for id in ids {
+        if let Some(ending) = writer.send(Outgoing::Next(id.clone(), unauthenticated.clone())).await.ending() {
+            return Some(ending);
+        }
+        if let Some(ending) = writer.send(Outgoing::Complete(id)).await.ending() {
+            return Some(ending);
+        }
+    }
+    None
+}
+
+/// A GraphQL error list of one error.
+fn errors(message: &str, code: &str) -> Value {
+    json!([{ "message": message, "extensions": { "code": code } }])
+}
+
+/// Whether a read failed because the client's frame or message passed the size limit.
+fn is_too_big(error: &axum::Error) -> bool {
+    use std::error::Error as _;
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = error.source();
+    while let Some(inner) = cause {
+        if let Some(tungstenite::Error::Capacity(_)) = inner.downcast_ref::<tungstenite::Error>() {
+            return true;
+        }
+        cause = inner.source();
+    }
+    false
 }
 
 /// One operation as the stream of messages the client gets: `next` for each result, then
-/// `complete`; or a single `error` when it failed before any field ran (parse, validation,
-/// a refused subscription), which ends it per the protocol.
+/// `complete`; or a single `error` when it failed before any field ran (the guard, parse,
+/// validation, a refused subscription), which ends it per the protocol.
 fn operation(endpoint: &GraphqlEndpoint, principal: Option<Principal>, id: String, request: async_graphql::Request) -> BoxStream<'static, Outgoing> {
     let mut request = request;
     if let Some(principal) = principal {
         request = request.data(principal);
     }
-    let results = endpoint.schema.execute_stream(request);
+    let schema = endpoint.schema.clone();
+    let prepared = async move { guard::prepare(request).await };
+    futures_util::stream::once(prepared)
+        .flat_map(move |prepared| match prepared {
+            Ok(request) => results(schema.execute_stream(request), id.clone()),
+            Err(error) => {
+                let errors = serde_json::to_value(vec![error]).unwrap_or(Value::Null);
+                futures_util::stream::iter([Outgoing::Error(id.clone(), errors)]).boxed()
+            }
+        })
+        .boxed()
+}
+
+/// The messages of an executing operation.
+fn results(results: BoxStream<'static, async_graphql::Response>, id: String) -> BoxStream<'static, Outgoing> {
     futures_util::stream::unfold(Some((results, id, true)), |state| async move {
         let (mut results, id, first) = state?;
         match results.next().await {
@@ -199,16 +394,6 @@ fn operation(endpoint: &GraphqlEndpoint, principal: Option<Principal>, id: Strin
         }
     })
     .boxed()
-}
-
-/// Writes one message, waiting at most `timeout` for the client to take it.
-async fn send(sink: &mut SplitSink<WebSocket, Message>, protocol: Subprotocol, message: Outgoing, timeout: Duration) -> Sent {
-    let frame = Message::Text(message.encode(protocol).into());
-    match tokio::time::timeout(timeout, sink.send(frame)).await {
-        Ok(Ok(())) => Sent::Ok,
-        Ok(Err(_)) => Sent::Gone,
-        Err(_) => Sent::TooSlow,
-    }
 }
 
 /// The `Authorization` value of a `connection_init` payload, in any letter case, at the

@@ -18,6 +18,14 @@ use protocol::Subprotocol;
 
 use super::GraphqlEndpoint;
 
+/// The largest message a client may send; past it the connection closes with 1009. Client
+/// messages are operations and their variables: documents come over HTTP.
+pub const MAX_INBOUND_BYTES: usize = 64 * 1024;
+/// The largest frame the transport reads whole. Messages between [`MAX_INBOUND_BYTES`]
+/// and this are read and then refused (1009), so nothing unread resets the connection
+/// before the client sees why; larger ones are refused from their header alone.
+const MAX_FRAME_BYTES: usize = 1024 * 1024;
+
 /// What the WebSocket endpoint shares across connections.
 #[derive(Clone)]
 pub struct WsEndpoint {
@@ -43,9 +51,11 @@ pub async fn graphql_ws(State(endpoint): State<WsEndpoint>, upgrade: WebSocketUp
         // a few hundred bytes; a larger frame grows the buffer to fit it.
         .read_buffer_size(1024)
         .write_buffer_size(0)
-        .max_write_buffer_size(256 * 1024)
-        .max_message_size(64 * 1024)
-        .max_frame_size(64 * 1024)
+        // Room for the largest message the server sends (a result HTTP would return) and
+        // its frame header; results past it get an `error` instead (see `connection`).
+        .max_write_buffer_size(endpoint.limits.max_message_bytes.saturating_add(64 * 1024))
+        .max_message_size(MAX_FRAME_BYTES)
+        .max_frame_size(MAX_FRAME_BYTES)
         .on_upgrade(move |socket| async move {
             let protocol = Subprotocol::from_header(socket.protocol().and_then(|value| value.to_str().ok()));
             connection::serve(socket, protocol, endpoint.graphql, endpoint.limits, endpoint.shutdown).await;
@@ -55,12 +65,13 @@ pub async fn graphql_ws(State(endpoint): State<WsEndpoint>, upgrade: WebSocketUp
 
 impl ConnectionLimits {
     /// From the settings' milliseconds and counts.
-    pub fn new(init_timeout_ms: u64, ping_interval_ms: u64, max_subscriptions: usize, send_timeout_ms: u64) -> Self {
+    pub fn new(init_timeout_ms: u64, ping_interval_ms: u64, max_subscriptions: usize, send_timeout_ms: u64, max_message_bytes: usize) -> Self {
         Self {
             init_timeout: Duration::from_millis(init_timeout_ms),
             ping_interval: Duration::from_millis(ping_interval_ms.max(100)),
             max_subscriptions,
             send_timeout: Duration::from_millis(send_timeout_ms.max(1)),
+            max_message_bytes,
         }
     }
 }

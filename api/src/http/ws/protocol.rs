@@ -40,8 +40,14 @@ pub mod close {
     pub const TOO_MANY_INITS: u16 = 4429;
     /// The client reads too slowly to keep up; closing protects everyone else.
     pub const SLOW_CONSUMER: u16 = 1013;
+    /// The database is unreachable: the client may try again later (RFC 6455's 1013 too).
+    pub const TRY_AGAIN_LATER: u16 = 1013;
+    /// A client frame or message was larger than the server accepts (RFC 6455).
+    pub const MESSAGE_TOO_BIG: u16 = 1009;
     /// The server is shutting down.
     pub const GOING_AWAY: u16 = 1001;
+    /// The client ended the session (legacy `connection_terminate`).
+    pub const NORMAL: u16 = 1000;
 }
 
 /// A client message, whichever protocol carried it.
