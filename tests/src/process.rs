@@ -8,6 +8,7 @@ use std::io::{BufRead as _, BufReader, Read};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -116,6 +117,7 @@ pub struct Process {
     child: Child,
     tail: Arc<Mutex<VecDeque<String>>>,
     stdout: mpsc::UnboundedReceiver<String>,
+    panics: Arc<AtomicUsize>,
 }
 
 impl Process {
@@ -129,14 +131,15 @@ impl Process {
             .spawn()
             .with_context(|| format!("starting {name} ({})", command.get_program().to_string_lossy()))?;
         let tail = Arc::new(Mutex::new(VecDeque::with_capacity(TAIL_LINES)));
+        let panics = Arc::new(AtomicUsize::new(0));
         let (lines, stdout) = mpsc::unbounded_channel();
         if let Some(out) = child.stdout.take() {
-            drain(out, Arc::clone(&tail), Some(lines));
+            drain(out, Arc::clone(&tail), Arc::clone(&panics), Some(lines));
         }
         if let Some(err) = child.stderr.take() {
-            drain(err, Arc::clone(&tail), None);
+            drain(err, Arc::clone(&tail), Arc::clone(&panics), None);
         }
-        Ok(Self { name: name.to_owned(), child, tail, stdout })
+        Ok(Self { name: name.to_owned(), child, tail, stdout, panics })
     }
 
     /// Waits up to `timeout` for a stdout line starting with `prefix` and returns it.
@@ -166,6 +169,17 @@ impl Process {
         }
     }
 
+    /// How many panics the child reported so far (Rust prints `panicked at` for each,
+    /// even for one a task or a panic handler survived).
+    pub fn panics(&self) -> usize {
+        self.panics.load(Ordering::Relaxed)
+    }
+
+    /// The child's last lines of output.
+    pub fn tail(&self) -> String {
+        self.tail.lock().map(|lines| lines.iter().cloned().collect::<Vec<_>>().join("\n")).unwrap_or_default()
+    }
+
     /// The child's process id.
     pub fn id(&self) -> u32 {
         self.child.id()
@@ -180,8 +194,7 @@ impl Process {
 
     /// An error naming the child, with its last lines of output.
     fn failure(&self, what: &str) -> anyhow::Error {
-        let tail = self.tail.lock().map(|lines| lines.iter().cloned().collect::<Vec<_>>().join("\n")).unwrap_or_default();
-        anyhow::anyhow!("{} {what}; its last output:\n{tail}", self.name)
+        anyhow::anyhow!("{} {what}; its last output:\n{}", self.name, self.tail())
     }
 }
 
@@ -193,11 +206,19 @@ impl Drop for Process {
     }
 }
 
-/// Reads `stream` line by line until it closes, keeping the last [`TAIL_LINES`] lines and
-/// forwarding each to `lines` when given.
-fn drain(stream: impl Read + Send + 'static, tail: Arc<Mutex<VecDeque<String>>>, lines: Option<mpsc::UnboundedSender<String>>) {
+/// Reads `stream` line by line until it closes, keeping the last [`TAIL_LINES`] lines,
+/// counting panic reports and forwarding each line to `lines` when given.
+fn drain(
+    stream: impl Read + Send + 'static,
+    tail: Arc<Mutex<VecDeque<String>>>,
+    panics: Arc<AtomicUsize>,
+    lines: Option<mpsc::UnboundedSender<String>>,
+) {
     std::thread::spawn(move || {
         for line in BufReader::new(stream).lines().map_while(Result::ok) {
+            if line.contains("panicked at") || line.contains("has overflowed its stack") {
+                panics.fetch_add(1, Ordering::Relaxed);
+            }
             if let Ok(mut kept) = tail.lock() {
                 if kept.len() == TAIL_LINES {
                     kept.pop_front();

@@ -15,6 +15,11 @@ mod api_schema;
 mod api_subscriptions;
 mod api_support;
 mod constraints;
+mod hostile_documents;
+mod hostile_fuzz;
+mod hostile_inputs;
+mod hostile_outage;
+mod hostile_sockets;
 mod http_contract;
 mod live_postgres_restart;
 mod live_protocol;
@@ -36,6 +41,11 @@ fn main() -> ExitCode {
         api_limits::tests(),
         api_subscriptions::tests(),
         constraints::tests(),
+        hostile_documents::tests(),
+        hostile_fuzz::tests(),
+        hostile_inputs::tests(),
+        hostile_outage::tests(),
+        hostile_sockets::tests(),
         http_contract::tests(),
         live_postgres_restart::tests(),
         live_protocol::tests(),
