@@ -127,7 +127,10 @@ mod tests {
     fn environment_overrides_the_file_and_the_defaults() {
         Jail::expect_with(|jail| {
             jail.clear_env();
-            jail.create_file("kfs.toml", "listen_addr = \"127.0.0.1:9000\"\nembedded_worker = false\n[worker]\nlease_ms = 5000\n")?;
+            jail.create_file(
+                "kfs.toml",
+                "listen_addr = \"127.0.0.1:9000\"\nembedded_worker = false\n[worker]\nlease_ms = 5000\n",
+            )?;
             jail.set_env("KFS_LISTEN_ADDR", "127.0.0.1:0");
             jail.set_env("KFS_WORKER_POLL_INTERVAL_MS", "250");
             jail.set_env("DATABASE_URL", "postgres://db.example/kfs");

@@ -79,7 +79,9 @@ impl ErrorExtensions for ApiError {
         match self {
             // The one place an internal cause is logged; the client sees only the code.
             Self::Internal(cause) => tracing::error!(error = format!("{cause:#}"), "request failed"),
-            Self::Unavailable(cause) => tracing::warn!(error = format!("{cause:#}"), "request failed: the database is unavailable"),
+            Self::Unavailable(cause) => {
+                tracing::warn!(error = format!("{cause:#}"), "request failed: the database is unavailable")
+            }
             _ => {}
         }
         async_graphql::Error::new(self.to_string()).extend_with(|_, values: &mut ErrorExtensionValues| {
@@ -119,9 +121,9 @@ impl From<LifecycleError> for ApiError {
             LifecycleError::IdempotencyMismatch => {
                 Self::conflict("idempotencyKey was already used for a task with different input")
             }
-            LifecycleError::IdempotencyKeyUnreadable => Self::conflict(
-                "idempotencyKey was used by a task you can no longer read; use a new idempotencyKey",
-            ),
+            LifecycleError::IdempotencyKeyUnreadable => {
+                Self::conflict("idempotencyKey was used by a task you can no longer read; use a new idempotencyKey")
+            }
             LifecycleError::LeaseLost => Self::internal(anyhow::anyhow!("lease lost on an API path")),
             LifecycleError::Database(error) => error.into(),
         }

@@ -16,8 +16,8 @@ use worker::Notifier;
 
 use crate::config::Settings;
 use crate::graphql::build_schema;
-use crate::live::LiveHub;
 use crate::http::{self, ConnectionLimits, GraphqlEndpoint, WsEndpoint};
+use crate::live::LiveHub;
 use crate::state::AppState;
 
 /// A server that is accepting connections.
@@ -41,7 +41,10 @@ impl RunningServer {
         self.shutdown.cancel();
         self.tracker.close();
         if tokio::time::timeout(grace, self.tracker.wait()).await.is_err() {
-            tracing::warn!(grace_ms = grace.as_millis() as u64, "shutdown grace period passed with tasks still running");
+            tracing::warn!(
+                grace_ms = grace.as_millis() as u64,
+                "shutdown grace period passed with tasks still running"
+            );
         }
     }
 }
@@ -64,9 +67,7 @@ pub fn router(state: AppState, shutdown: CancellationToken) -> Router {
         shutdown,
     };
     let websocket = Router::new().route("/graphql/ws", get(http::graphql_ws)).with_state(ws);
-    let graphql = Router::new()
-        .route("/graphql", get(http::graphql_get).post(http::graphql_post))
-        .with_state(endpoint);
+    let graphql = Router::new().route("/graphql", get(http::graphql_get).post(http::graphql_post)).with_state(endpoint);
     let health = Router::new()
         .route("/healthz", get(http::healthz))
         .route("/readyz", get(http::readyz))
@@ -94,9 +95,8 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
     let db = worker::db::connect_and_migrate(&settings.database_url)
         .await
         .context("connecting to and migrating the database")?;
-    let listener = TcpListener::bind(settings.listen_addr)
-        .await
-        .with_context(|| format!("binding {}", settings.listen_addr))?;
+    let listener =
+        TcpListener::bind(settings.listen_addr).await.with_context(|| format!("binding {}", settings.listen_addr))?;
     let addr = listener.local_addr().context("reading the bound address")?;
     http::install_metrics();
     let notifier = Notifier::new();
@@ -107,7 +107,13 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
     // The process's one LISTEN: it feeds the notifier that subscriptions and the embedded
     // worker both follow; after a gap every topic re-reads.
     let topics = live.clone();
-    worker::listener::spawn_postgres_listener(&db, notifier.clone(), move || topics.wake(None), shutdown.clone(), &tracker);
+    worker::listener::spawn_postgres_listener(
+        &db,
+        notifier.clone(),
+        move || topics.wake(None),
+        shutdown.clone(),
+        &tracker,
+    );
     let state = AppState { db: db.clone(), notifier: notifier.clone(), settings: settings.clone(), live };
     if settings.embedded_worker {
         // The listener above already wakes the embedded loops; a second LISTEN would only

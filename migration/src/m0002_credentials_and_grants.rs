@@ -36,7 +36,12 @@ impl MigrationTrait for Migration {
                     .to_owned(),
             )
             .await?;
-        let by_space = index("knowledge_space_api_keys_space_idx", keys, &["tenant_id", "knowledge_space_id", "created_at"], false);
+        let by_space = index(
+            "knowledge_space_api_keys_space_idx",
+            keys,
+            &["tenant_id", "knowledge_space_id", "created_at"],
+            false,
+        );
         manager.create_index(by_space).await?;
 
         let snapshots = "knowledge_space_permission_snapshots";

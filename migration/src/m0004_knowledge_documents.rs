@@ -34,7 +34,12 @@ impl MigrationTrait for Migration {
                     .to_owned(),
             )
             .await?;
-        let by_space = index("knowledge_documents_space_idx", documents, &["tenant_id", "knowledge_space_id", "created_at", "id"], false);
+        let by_space = index(
+            "knowledge_documents_space_idx",
+            documents,
+            &["tenant_id", "knowledge_space_id", "created_at", "id"],
+            false,
+        );
         manager.create_index(by_space).await?;
         let script = match manager.get_database_backend() {
             DatabaseBackend::Postgres => include_str!("sql/0004_document_search.postgres.sql"),

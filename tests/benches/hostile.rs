@@ -62,16 +62,19 @@ async fn run() -> anyhow::Result<()> {
     println!("hostile: the {profile} api binary, body limit 1 MiB, {ROUNDS} sends of each document");
     println!("{:<36} {:>9} {:>6} {:>14} {:>9} {:>9}", "document", "bytes", "status", "code", "p50 ms", "max ms");
     for document in documents(BUDGET, 100_000) {
-        let body = format!("{{\"query\":{},\"variables\":{}}}", serde_json::to_string(&document.query)?, document.variables);
+        let body =
+            format!("{{\"query\":{},\"variables\":{}}}", serde_json::to_string(&document.query)?, document.variables);
         let mut samples = Vec::with_capacity(ROUNDS);
         let mut answer = (0, String::new());
         for _ in 0..ROUNDS {
             let started = Instant::now();
-            let response = http.post(&graphql).header("content-type", "application/json").body(body.clone()).send().await?;
+            let response =
+                http.post(&graphql).header("content-type", "application/json").body(body.clone()).send().await?;
             let status = response.status().as_u16();
             let reply: Value = response.json().await.unwrap_or(Value::Null);
             samples.push(started.elapsed());
-            answer = (status, reply.pointer("/errors/0/extensions/code").and_then(Value::as_str).unwrap_or("-").to_owned());
+            answer =
+                (status, reply.pointer("/errors/0/extensions/code").and_then(Value::as_str).unwrap_or("-").to_owned());
         }
         let p50 = quantile(&mut samples, 0.5);
         let max = quantile(&mut samples, 1.0);
@@ -86,7 +89,8 @@ async fn run() -> anyhow::Result<()> {
             tokio::spawn(async move {
                 let mut sent = 0usize;
                 while Instant::now() < until {
-                    let response = http.post(&url).header("content-type", "application/json").body(body.clone()).send().await?;
+                    let response =
+                        http.post(&url).header("content-type", "application/json").body(body.clone()).send().await?;
                     anyhow::ensure!(response.status().as_u16() < 500, "a chain answered {}", response.status());
                     sent += 1;
                 }

@@ -25,7 +25,8 @@ use worker::{Notifier, WorkerSettings};
 const TASKS: usize = 500;
 
 /// The configurations measured: backend and number of worker runtimes.
-const CONFIGURATIONS: [(Backend, usize); 4] = [(Backend::Sqlite, 1), (Backend::Sqlite, 2), (Backend::Postgres, 1), (Backend::Postgres, 2)];
+const CONFIGURATIONS: [(Backend, usize); 4] =
+    [(Backend::Sqlite, 1), (Backend::Sqlite, 2), (Backend::Postgres, 1), (Backend::Postgres, 2)];
 
 /// A configuration still running after this has hung; the bench fails instead of waiting.
 const DEADLINE: Duration = Duration::from_secs(120);
@@ -37,8 +38,14 @@ const DOCUMENTS: [(&str, &str); 20] = [
     ("Fencing tokens", "Every write carries the lease token, so a stale worker whose lease expired writes nothing."),
     ("Crash recovery", "When a worker dies its lease expires and another worker claims the job again."),
     ("Checkpoints", "A stage boundary commits the new stage, its progress event and its partial results at once."),
-    ("Idempotency keys", "Progress events and partial results are idempotent on their key; a re-run writes nothing twice."),
-    ("Retry backoff", "Failed attempts are retried with exponential backoff and jitter so workers do not retry together."),
+    (
+        "Idempotency keys",
+        "Progress events and partial results are idempotent on their key; a re-run writes nothing twice.",
+    ),
+    (
+        "Retry backoff",
+        "Failed attempts are retried with exponential backoff and jitter so workers do not retry together.",
+    ),
     ("Transactional outbox", "A delivery to the queue is an outbox row written in the job's own transaction."),
     ("LISTEN and NOTIFY", "PostgreSQL notifications wake workers up; polling keeps them correct when one is lost."),
     ("SKIP LOCKED", "FOR UPDATE SKIP LOCKED lets many workers claim different rows without waiting on each other."),
@@ -157,11 +164,15 @@ async fn wait_for_all(db: &TestDb, space: Uuid, started: Instant) -> anyhow::Res
         if completed == TASKS as u64 {
             return Ok(());
         }
-        let ended_badly = in_space.filter(job::Column::Stage.is_in([Stage::Failed, Stage::Canceled])).one(&db.db).await?;
+        let ended_badly =
+            in_space.filter(job::Column::Stage.is_in([Stage::Failed, Stage::Canceled])).one(&db.db).await?;
         if let Some(task) = ended_badly {
             anyhow::bail!("task {} ended {:?}: {:?}", task.id, task.stage, task.error);
         }
-        anyhow::ensure!(started.elapsed() < DEADLINE, "only {completed} of {TASKS} tasks completed within {DEADLINE:?}");
+        anyhow::ensure!(
+            started.elapsed() < DEADLINE,
+            "only {completed} of {TASKS} tasks completed within {DEADLINE:?}"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
@@ -175,7 +186,10 @@ async fn seed(db: &TestDb) -> anyhow::Result<Uuid> {
     }
     let notifier = Notifier::new();
     for index in 0..TASKS {
-        let asked = fixtures::new_task(fixtures::member_grant(&owner, AccessChannel::Interactive), QUESTIONS[index % QUESTIONS.len()]);
+        let asked = fixtures::new_task(
+            fixtures::member_grant(&owner, AccessChannel::Interactive),
+            QUESTIONS[index % QUESTIONS.len()],
+        );
         let input = NewTask { mode: Some(ResearchMode::Research), ..asked };
         create(&db.db, &notifier, input).await.context("creating a task")?;
     }

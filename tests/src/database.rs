@@ -44,8 +44,8 @@ impl TestConfig {
     /// Reads `KFS_TEST_POSTGRES_URL` and `KFS_TEST_REQUIRE_POSTGRES` (`1` or `true`).
     pub fn from_env() -> Self {
         let postgres_url = std::env::var("KFS_TEST_POSTGRES_URL").ok().filter(|url| !url.trim().is_empty());
-        let require_postgres = std::env::var("KFS_TEST_REQUIRE_POSTGRES")
-            .is_ok_and(|value| matches!(value.trim(), "1" | "true" | "yes"));
+        let require_postgres =
+            std::env::var("KFS_TEST_REQUIRE_POSTGRES").is_ok_and(|value| matches!(value.trim(), "1" | "true" | "yes"));
         Self { postgres_url, require_postgres }
     }
 }
@@ -85,7 +85,9 @@ impl TestDb {
         match (outcome, cleanup) {
             (Ok(()), cleanup) => cleanup.context("dropping the test databases"),
             (Err(error), Ok(())) => Err(error),
-            (Err(error), Err(cleanup)) => Err(error.context(format!("and dropping the test databases failed too: {cleanup:#}"))),
+            (Err(error), Err(cleanup)) => {
+                Err(error.context(format!("and dropping the test databases failed too: {cleanup:#}")))
+            }
         }
     }
 

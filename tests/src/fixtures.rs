@@ -81,7 +81,12 @@ pub async fn api_key(db: &TestDb, space: &knowledge_space::Model) -> anyhow::Res
 }
 
 /// Adds a document to the member's space, written by the member.
-pub async fn document(db: &TestDb, author: &member::Model, title: &str, content: &str) -> anyhow::Result<knowledge_document::Model> {
+pub async fn document(
+    db: &TestDb,
+    author: &member::Model,
+    title: &str,
+    content: &str,
+) -> anyhow::Result<knowledge_document::Model> {
     let now = now_millis();
     let row = knowledge_document::ActiveModel {
         id: Set(Uuid::now_v7()),
@@ -108,7 +113,11 @@ pub fn member_grant(member: &member::Model, channel: AccessChannel) -> GrantRequ
 }
 
 /// Issues a permission snapshot for a member, through `worker::grant::issue`.
-pub async fn snapshot(db: &TestDb, member: &member::Model, channel: AccessChannel) -> anyhow::Result<permission_snapshot::Model> {
+pub async fn snapshot(
+    db: &TestDb,
+    member: &member::Model,
+    channel: AccessChannel,
+) -> anyhow::Result<permission_snapshot::Model> {
     Ok(worker::grant::issue(&db.db, &member_grant(member, channel)).await?)
 }
 

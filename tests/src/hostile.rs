@@ -81,7 +81,10 @@ pub fn documents(budget: usize, variable_depth: usize) -> Vec<Hostile> {
 fn deep_through_fragments() -> String {
     let mut text = String::from("query{...F0}");
     for index in 0..40 {
-        text.push_str(&format!(" fragment F{index} on Query{{knowledgeSpaces{{edges{{node{{id}}}}}} ...F{}}}", index + 1));
+        text.push_str(&format!(
+            " fragment F{index} on Query{{knowledgeSpaces{{edges{{node{{id}}}}}} ...F{}}}",
+            index + 1
+        ));
     }
     text.push_str(" fragment F40 on Query{__typename}");
     text
@@ -94,4 +97,3 @@ fn many_fragments(n: usize) -> String {
     }
     text
 }
-

@@ -35,7 +35,8 @@ const API_STARTUP: Duration = Duration::from_secs(60);
 pub fn build<const N: usize>(names: [&str; N]) -> anyhow::Result<([PathBuf; N], String)> {
     // target/<profile>/deps/<binary>-<hash>: cargo puts the binaries in target/<profile>.
     let exe = std::env::current_exe().context("locating the running binary")?;
-    let profile_dir = exe.parent().and_then(Path::parent).context("the running binary is not under target/<profile>/deps")?;
+    let profile_dir =
+        exe.parent().and_then(Path::parent).context("the running binary is not under target/<profile>/deps")?;
     let target_dir = profile_dir.parent().context("the profile directory has no parent")?;
     let profile = match profile_dir.file_name().and_then(OsStr::to_str) {
         Some("debug") => "dev",
@@ -56,7 +57,12 @@ pub fn build<const N: usize>(names: [&str; N]) -> anyhow::Result<([PathBuf; N], 
         .stdin(Stdio::null())
         .output()
         .with_context(|| format!("running the {what}"))?;
-    anyhow::ensure!(output.status.success(), "the {what} failed ({}):\n{}", output.status, String::from_utf8_lossy(&output.stderr));
+    anyhow::ensure!(
+        output.status.success(),
+        "the {what} failed ({}):\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
     let binaries = names.map(|name| profile_dir.join(name));
     for binary in &binaries {
         anyhow::ensure!(binary.is_file(), "cargo built no {}", binary.display());
@@ -76,7 +82,9 @@ impl Binaries {
     /// [`build`]s both, on a blocking thread so the runtime's workers keep running while
     /// cargo does.
     pub async fn build() -> anyhow::Result<Self> {
-        let ([api, worker], _) = tokio::task::spawn_blocking(|| build(["api", "worker"])).await.context("the cargo build task panicked")??;
+        let ([api, worker], _) = tokio::task::spawn_blocking(|| build(["api", "worker"]))
+            .await
+            .context("the cargo build task panicked")??;
         Ok(Self { api, worker })
     }
 }
@@ -271,7 +279,11 @@ impl ApiProcess {
 
 /// Calls `check` until it answers true, failing after `limit`. The processes share nothing
 /// with the test but the database and the API, so polling them is the way to wait.
-pub async fn wait_until(limit: Duration, what: &str, mut check: impl AsyncFnMut() -> anyhow::Result<bool>) -> anyhow::Result<()> {
+pub async fn wait_until(
+    limit: Duration,
+    what: &str,
+    mut check: impl AsyncFnMut() -> anyhow::Result<bool>,
+) -> anyhow::Result<()> {
     let until = Instant::now() + limit;
     while !check().await? {
         anyhow::ensure!(Instant::now() < until, "gave up after {limit:?} waiting for {what}");

@@ -34,7 +34,8 @@ pub async fn dump(db: &TestDb) -> anyhow::Result<Vec<String>> {
             }
         }
         Backend::Sqlite => {
-            let query = "SELECT type || ' ' || name || ' on ' || tbl_name || ': ' || coalesce(sql, '') FROM sqlite_master";
+            let query =
+                "SELECT type || ' ' || name || ' on ' || tbl_name || ': ' || coalesce(sql, '') FROM sqlite_master";
             lines.extend(db.strings(query, []).await?);
         }
     }

@@ -58,7 +58,8 @@ impl TestServer {
 
     /// A token with every claim chosen by the test.
     pub fn token_with(subject: &str, tenant: &str, channel: Option<&str>, exp: i64) -> String {
-        let claims = Claims { sub: subject.to_owned(), tenant: tenant.to_owned(), channel: channel.map(str::to_owned), exp };
+        let claims =
+            Claims { sub: subject.to_owned(), tenant: tenant.to_owned(), channel: channel.map(str::to_owned), exp };
         mint_token(&SecretString::from(TEST_JWT_SECRET), &claims).unwrap_or_default()
     }
 
@@ -98,14 +99,23 @@ impl GraphqlClient {
         let (status, body) = post(&self.http, &self.url, Some(&self.token), query, variables)
             .await
             .with_context(|| format!("sending a GraphQL request to {}", self.url))?;
-        anyhow::ensure!((200..300).contains(&status) && body.get("errors").is_none(), "GraphQL answered {status}: {body}");
+        anyhow::ensure!(
+            (200..300).contains(&status) && body.get("errors").is_none(),
+            "GraphQL answered {status}: {body}"
+        );
         body.get("data").cloned().context("a GraphQL response without data")
     }
 }
 
 /// POSTs a GraphQL request as `application/json` to `url`; returns the status and the body
 /// (`null` when it is not JSON).
-async fn post(http: &reqwest::Client, url: &str, bearer: Option<&str>, query: &str, variables: Value) -> anyhow::Result<(u16, Value)> {
+async fn post(
+    http: &reqwest::Client,
+    url: &str,
+    bearer: Option<&str>,
+    query: &str,
+    variables: Value,
+) -> anyhow::Result<(u16, Value)> {
     let mut request = http
         .post(url)
         .header("content-type", "application/json")

@@ -71,7 +71,8 @@ impl TestDb {
             Ok(value) => bail!("expected {expected:?} to reject the statement, but it succeeded with {value:?}"),
             Err(error) => error,
         };
-        let reported = reported(&error).with_context(|| format!("expected {expected:?}, got a non-database error: {error}"))?;
+        let reported =
+            reported(&error).with_context(|| format!("expected {expected:?}, got a non-database error: {error}"))?;
         let kind = match expected {
             Violation::Check(_) => ErrorKind::CheckViolation,
             Violation::Unique(_) => ErrorKind::UniqueViolation,
@@ -79,7 +80,10 @@ impl TestDb {
         };
         ensure!(reported.kind == kind, "expected {expected:?}, got {reported:?}");
         match (self.backend, expected) {
-            (Backend::Postgres, Violation::Check(name) | Violation::Unique(name) | Violation::ForeignKey(Some(name))) => {
+            (
+                Backend::Postgres,
+                Violation::Check(name) | Violation::Unique(name) | Violation::ForeignKey(Some(name)),
+            ) => {
                 ensure!(reported.constraint.as_deref() == Some(name), "expected {expected:?}, got {reported:?}");
             }
             (Backend::Postgres, Violation::ForeignKey(None)) => {}
@@ -103,9 +107,8 @@ impl TestDb {
             .strings("SELECT tbl_name FROM sqlite_master WHERE type = 'index' AND name = $1", [Value::from(index)])
             .await?;
         let table = table.first().with_context(|| format!("no SQLite index named {index}"))?;
-        let columns = self
-            .strings("SELECT name FROM pragma_index_info($1) ORDER BY seqno", [Value::from(index)])
-            .await?;
+        let columns =
+            self.strings("SELECT name FROM pragma_index_info($1) ORDER BY seqno", [Value::from(index)]).await?;
         Ok(columns.iter().map(|column| format!("{table}.{column}")).collect::<Vec<_>>().join(", "))
     }
 }

@@ -10,9 +10,9 @@ use anyhow::{Context as _, anyhow, bail, ensure};
 use futures_util::{SinkExt as _, StreamExt as _};
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
-use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 /// The current subprotocol, which the server speaks to the letter.
@@ -57,9 +57,8 @@ impl WsClient {
     pub async fn connect(url: &str, subprotocol: &str) -> anyhow::Result<Self> {
         let mut request = url.into_client_request().with_context(|| format!("building a request for {url}"))?;
         request.headers_mut().insert("sec-websocket-protocol", HeaderValue::from_str(subprotocol)?);
-        let (socket, response) = tokio_tungstenite::connect_async(request)
-            .await
-            .with_context(|| format!("opening a WebSocket to {url}"))?;
+        let (socket, response) =
+            tokio_tungstenite::connect_async(request).await.with_context(|| format!("opening a WebSocket to {url}"))?;
         let chosen = response.headers().get("sec-websocket-protocol").and_then(|value| value.to_str().ok());
         ensure!(chosen == Some(subprotocol), "asked for {subprotocol}, the server chose {chosen:?}");
         Ok(Self { socket })
@@ -72,7 +71,8 @@ impl WsClient {
         request.headers_mut().insert("sec-websocket-protocol", HeaderValue::from_static(TRANSPORT_WS));
         let host = request.uri().host().context("a WebSocket URL without a host")?;
         let port = request.uri().port_u16().context("a WebSocket URL without a port")?;
-        let address: std::net::SocketAddr = format!("{host}:{port}").parse().context("a WebSocket URL whose host is not an IP")?;
+        let address: std::net::SocketAddr =
+            format!("{host}:{port}").parse().context("a WebSocket URL whose host is not an IP")?;
         let socket = tokio::net::TcpSocket::new_v4().context("creating a socket")?;
         socket.set_recv_buffer_size(4096).context("shrinking the receive buffer")?;
         let stream = socket.connect(address).await.with_context(|| format!("connecting to {address}"))?;
@@ -136,10 +136,12 @@ impl WsClient {
                     Some(Ok(frame)) => frame,
                 };
                 return match frame {
-                    Message::Text(text) => {
-                        serde_json::from_str(text.as_str()).map(Frame::Message).with_context(|| format!("a frame that is not JSON: {text}"))
+                    Message::Text(text) => serde_json::from_str(text.as_str())
+                        .map(Frame::Message)
+                        .with_context(|| format!("a frame that is not JSON: {text}")),
+                    Message::Close(Some(close)) => {
+                        Ok(Frame::Closed(Some(u16::from(close.code)), close.reason.to_string()))
                     }
-                    Message::Close(Some(close)) => Ok(Frame::Closed(Some(u16::from(close.code)), close.reason.to_string())),
                     Message::Close(None) => Ok(Frame::Closed(None, "closed without a code".to_owned())),
                     Message::Ping(_) | Message::Pong(_) => continue,
                     Message::Binary(_) | Message::Frame(_) => Err(anyhow!("an unexpected binary frame")),

@@ -202,7 +202,8 @@ impl ResearchEngine for BuiltinEngine {
         let mut found = Vec::with_capacity(plan.sub_queries.len());
         let mut read = String::new();
         for sub_query in &plan.sub_queries {
-            let passages = search(ctx.db, ctx.job.knowledge_space_id, sub_query, self.settings.candidates_per_sub_query).await?;
+            let passages =
+                search(ctx.db, ctx.job.knowledge_space_id, sub_query, self.settings.candidates_per_sub_query).await?;
             for passage in &passages {
                 read.push_str(&passage.snippet);
             }
@@ -294,8 +295,8 @@ fn split_query(query: &str, count: usize) -> Vec<String> {
 }
 
 const STOP_WORDS: &[&str] = &[
-    "a", "an", "and", "are", "as", "at", "be", "by", "do", "does", "for", "from", "how", "in", "is", "it", "of",
-    "on", "or", "that", "the", "this", "to", "was", "what", "when", "where", "which", "who", "why", "with",
+    "a", "an", "and", "are", "as", "at", "be", "by", "do", "does", "for", "from", "how", "in", "is", "it", "of", "on",
+    "or", "that", "the", "this", "to", "was", "what", "when", "where", "which", "who", "why", "with",
 ];
 
 /// Lower-cased words of letters and digits, stop words dropped: safe to quote into an
@@ -354,7 +355,12 @@ pub async fn search(db: &DatabaseConnection, space_id: Uuid, query: &str, limit:
     let hits = Hit::find_by_statement(statement).all(db).await?;
     Ok(hits
         .into_iter()
-        .map(|hit| Passage { document_id: hit.id, snippet: snippet(&hit.content, &terms), title: hit.title, score: hit.score })
+        .map(|hit| Passage {
+            document_id: hit.id,
+            snippet: snippet(&hit.content, &terms),
+            title: hit.title,
+            score: hit.score,
+        })
         .collect())
 }
 

@@ -4,9 +4,7 @@
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
-use entity::{
-    AccessChannel, MemberRole, api_key, member, now_millis, permission_snapshot,
-};
+use entity::{AccessChannel, MemberRole, api_key, member, now_millis, permission_snapshot};
 use sea_orm::{ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
 use uuid::Uuid;
 
@@ -66,7 +64,9 @@ impl GrantDenial {
     pub fn message(self) -> &'static str {
         match self {
             Self::Missing => "permission denied: the task's grant no longer exists",
-            Self::MembershipChanged => "permission denied: the membership behind the task's grant changed or was removed",
+            Self::MembershipChanged => {
+                "permission denied: the membership behind the task's grant changed or was removed"
+            }
             Self::KeyRotated => "permission denied: the API key behind the task's grant was rotated",
             Self::KeyRevoked => "permission denied: the API key behind the task's grant was revoked",
             Self::KeyExpired => "permission denied: the API key behind the task's grant expired",
@@ -138,7 +138,11 @@ pub async fn check_many<C: ConnectionTrait>(
                 Some(key) => key_denial(snapshot, key, now).map_or(Ok(()), Err),
                 None => Err(GrantDenial::KeyRevoked),
             },
-            None => match members.get(&(snapshot.tenant_id.clone(), snapshot.knowledge_space_id, snapshot.subject_id.clone())) {
+            None => match members.get(&(
+                snapshot.tenant_id.clone(),
+                snapshot.knowledge_space_id,
+                snapshot.subject_id.clone(),
+            )) {
                 Some(member) if member.removed_at.is_none() && member.revision == snapshot.revision => Ok(()),
                 _ => Err(GrantDenial::MembershipChanged),
             },
@@ -176,9 +180,7 @@ async fn memberships<'s, C: ConnectionTrait>(
 
 /// Why a key-bound grant fails at `now`, if it does.
 fn key_denial(snapshot: &permission_snapshot::Model, key: &api_key::Model, now: i64) -> Option<GrantDenial> {
-    let snapshot_expired = snapshot
-        .api_key_expires_at
-        .is_some_and(|at| at.timestamp_millis() <= now);
+    let snapshot_expired = snapshot.api_key_expires_at.is_some_and(|at| at.timestamp_millis() <= now);
     if key.revoked_at.is_some() {
         Some(GrantDenial::KeyRevoked)
     } else if Some(key.revision) != snapshot.api_key_revision {

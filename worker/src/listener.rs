@@ -48,7 +48,11 @@ pub fn spawn_postgres_listener(
 }
 
 /// One listening session; returns when the connection fails for good.
-async fn listen(pool: &sea_orm::sqlx::PgPool, notifier: &Notifier, on_gap: &(impl Fn() + Send + Sync)) -> Result<(), sea_orm::sqlx::Error> {
+async fn listen(
+    pool: &sea_orm::sqlx::PgPool,
+    notifier: &Notifier,
+    on_gap: &(impl Fn() + Send + Sync),
+) -> Result<(), sea_orm::sqlx::Error> {
     let mut listener = PgListener::connect_with(pool).await?;
     listener.listen_all([CHANNEL, QUEUE_CHANNEL]).await?;
     // Anything notified before LISTEN took effect was missed.
@@ -63,7 +67,12 @@ async fn listen(pool: &sea_orm::sqlx::PgPool, notifier: &Notifier, on_gap: &(imp
         if notification.channel() == QUEUE_CHANNEL {
             // A queue message names deliveries, not one task: it only tells workers that
             // work is due somewhere.
-            notifier.publish(TaskSignal { task_id: Uuid::nil(), progress_sequence: None, partial_sequence: None, work_available: true });
+            notifier.publish(TaskSignal {
+                task_id: Uuid::nil(),
+                progress_sequence: None,
+                partial_sequence: None,
+                work_available: true,
+            });
             continue;
         }
         match serde_json::from_str::<TaskSignal>(notification.payload()) {

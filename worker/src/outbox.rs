@@ -189,7 +189,8 @@ pub async fn dispatch_due(
             }
             Err(error) => {
                 let delay = policy.retry.delay_ms(row.dispatch_attempts + 1);
-                let written = delivery::record_failed(&txn, row, &error.to_string(), policy.max_attempts, delay, now).await?;
+                let written =
+                    delivery::record_failed(&txn, row, &error.to_string(), policy.max_attempts, delay, now).await?;
                 match written {
                     Some(OutboxStatus::Dead) => {
                         tracing::error!(outbox.id = %row.id, task.id = %row.research_task_job_id, error = %error, "outbox delivery is dead");

@@ -92,7 +92,9 @@ impl Pipeline {
             match grant::check(&self.db, task.permission_snapshot_id).await {
                 Ok(Ok(())) => {}
                 Ok(Err(denial)) => return self.fail(&lease, denial.message().to_owned(), false, Value::Null).await,
-                Err(error) => return self.fail(&lease, format!("checking the grant failed: {error}"), true, Value::Null).await,
+                Err(error) => {
+                    return self.fail(&lease, format!("checking the grant failed: {error}"), true, Value::Null).await;
+                }
             }
             if let Some(deadline) = Limits::of(&task).deadline_ms
                 && now_millis() - task.created_at > deadline
@@ -238,7 +240,13 @@ impl Pipeline {
         }
     }
 
-    async fn fail(&self, lease: &Lease, message: String, retryable: bool, cost_delta: Value) -> Result<RunOutcome, LifecycleError> {
+    async fn fail(
+        &self,
+        lease: &Lease,
+        message: String,
+        retryable: bool,
+        cost_delta: Value,
+    ) -> Result<RunOutcome, LifecycleError> {
         let failure = Failure { message: message.clone(), retryable, cost_delta };
         match lifecycle::fail_attempt(&self.db, &self.notifier, lease, failure, self.settings.retry_policy()).await {
             Ok(FailOutcome::Retrying { retry_at }) => {

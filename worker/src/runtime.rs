@@ -15,8 +15,8 @@ use crate::config::WorkerSettings;
 use crate::db::is_postgres;
 use crate::engine::{BuiltinEngine, ResearchEngine};
 use crate::lifecycle::{self, LifecycleError};
-use crate::notify::{Notifier, TaskSignal};
 use crate::listener;
+use crate::notify::{Notifier, TaskSignal};
 use crate::outbox::{self, InProcessPublisher, OutboxPolicy, PostgresPublisher, Publisher};
 use crate::pipeline::{Pipeline, RunOutcome, Stop};
 
@@ -106,7 +106,15 @@ pub async fn lease_step(
         return Ok(Step::Idle);
     }
     let settings = &pipeline.settings;
-    let claimed = lifecycle::claim_due(&pipeline.db, &pipeline.notifier, &settings.worker_id, settings.lease_ms, free as u64, now).await?;
+    let claimed = lifecycle::claim_due(
+        &pipeline.db,
+        &pipeline.notifier,
+        &settings.worker_id,
+        settings.lease_ms,
+        free as u64,
+        now,
+    )
+    .await?;
     let count = claimed.len();
     for job in claimed {
         let Ok(permit) = permits.clone().try_acquire_owned() else {
@@ -131,7 +139,15 @@ pub async fn lease_step(
 /// the lease loop, for tests and one-shot runs.
 pub async fn run_due(pipeline: &Pipeline, stop: &Stop, now: i64) -> Result<(Step, Vec<RunOutcome>), LifecycleError> {
     let settings = &pipeline.settings;
-    let claimed = lifecycle::claim_due(&pipeline.db, &pipeline.notifier, &settings.worker_id, settings.lease_ms, settings.batch_size, now).await?;
+    let claimed = lifecycle::claim_due(
+        &pipeline.db,
+        &pipeline.notifier,
+        &settings.worker_id,
+        settings.lease_ms,
+        settings.batch_size,
+        now,
+    )
+    .await?;
     if claimed.is_empty() {
         return Ok((Step::Idle, Vec::new()));
     }
@@ -231,7 +247,11 @@ async fn outbox_loop(
 }
 
 /// Turns in-process signals that announce work into loop wake-ups.
-async fn forward_signals(mut signals: tokio::sync::broadcast::Receiver<TaskSignal>, wake: Wakeups, shutdown: CancellationToken) {
+async fn forward_signals(
+    mut signals: tokio::sync::broadcast::Receiver<TaskSignal>,
+    wake: Wakeups,
+    shutdown: CancellationToken,
+) {
     use tokio::sync::broadcast::error::RecvError;
     loop {
         tokio::select! {

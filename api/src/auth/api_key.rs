@@ -12,10 +12,7 @@ use crate::store::api_keys::{hash_secret, parse_key};
 /// wrong, revoked and expired keys all answer the same `Unauthenticated`.
 pub async fn authenticate_api_key(db: &DatabaseConnection, presented: &str) -> Result<Principal, ApiError> {
     let (key_id, secret) = parse_key(presented).ok_or(ApiError::Unauthenticated)?;
-    let key = api_key::Entity::find_by_id(key_id)
-        .one(db)
-        .await
-        .map_err(ApiError::from)?;
+    let key = api_key::Entity::find_by_id(key_id).one(db).await.map_err(ApiError::from)?;
     // Hash even when the key is unknown, so timing does not tell which ids exist.
     let presented_hash = hash_secret(&secret);
     let Some(key) = key else {

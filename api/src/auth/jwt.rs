@@ -31,9 +31,7 @@ pub fn verify_token(secret: &SecretString, token: &str) -> Result<Principal, Api
     // Expired means expired: a grant checked a minute late is a grant given away.
     validation.leeway = 0;
     let key = DecodingKey::from_secret(secret.expose_secret().as_bytes());
-    let claims = decode::<Claims>(token, &key, &validation)
-        .map_err(|_| ApiError::Unauthenticated)?
-        .claims;
+    let claims = decode::<Claims>(token, &key, &validation).map_err(|_| ApiError::Unauthenticated)?.claims;
     let channel = match claims.channel.as_deref() {
         None => AccessChannel::Interactive,
         Some(name) => match AccessChannel::parse(name) {

@@ -17,7 +17,9 @@ use crate::state::AppState;
 pub async fn authenticate(state: &AppState, header: Option<&str>) -> Result<Option<Principal>, ApiError> {
     // An empty header (or a bare `Bearer `, as a blank GraphiQL template sends) is no
     // credential at all: the request is anonymous, not refused.
-    let Some(header) = header.map(str::trim).filter(|header| !header.is_empty() && !header.eq_ignore_ascii_case("bearer")) else {
+    let Some(header) =
+        header.map(str::trim).filter(|header| !header.is_empty() && !header.eq_ignore_ascii_case("bearer"))
+    else {
         return Ok(None);
     };
     let credential = header

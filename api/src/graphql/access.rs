@@ -72,7 +72,11 @@ fn key_allows(principal: &Principal, space_id: Uuid) -> bool {
 }
 
 /// Whether the caller may see this task row (already known to be the caller's own).
-pub async fn task_is_visible(db: &DatabaseConnection, principal: &Principal, task: &job::Model) -> Result<bool, ApiError> {
+pub async fn task_is_visible(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    task: &job::Model,
+) -> Result<bool, ApiError> {
     Ok(task.tenant_id == principal.tenant_id
         && task.subject_id == principal.subject_id
         && key_allows(principal, task.knowledge_space_id)
@@ -80,7 +84,11 @@ pub async fn task_is_visible(db: &DatabaseConnection, principal: &Principal, tas
 }
 
 /// The task, if the caller may see it.
-pub async fn visible_task(db: &DatabaseConnection, principal: &Principal, id: Uuid) -> Result<Option<job::Model>, ApiError> {
+pub async fn visible_task(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    id: Uuid,
+) -> Result<Option<job::Model>, ApiError> {
     let Some(task) = tasks::find_owned(db, &principal.tenant_id, &principal.subject_id, id).await? else {
         return Ok(None);
     };

@@ -59,10 +59,6 @@ pub fn build<R, N: OutputType>(
     let size = usize::try_from(args.size).unwrap_or(usize::MAX);
     let has_next = rows.len() > size || maybe_more;
     let mut connection = Connection::new(args.after.is_some(), has_next);
-    connection.edges.extend(
-        rows.into_iter()
-            .take(size)
-            .map(|row| Edge::new(encode(key(&row)), node(row))),
-    );
+    connection.edges.extend(rows.into_iter().take(size).map(|row| Edge::new(encode(key(&row)), node(row))));
     connection
 }

@@ -21,6 +21,5 @@ pub fn principal<'ctx>(ctx: &Context<'ctx>) -> Result<&'ctx Principal, ApiError>
 
 /// The shared state the schema was built with.
 pub fn state<'ctx>(ctx: &Context<'ctx>) -> Result<&'ctx AppState, ApiError> {
-    ctx.data::<AppState>()
-        .map_err(|_| ApiError::internal(anyhow::anyhow!("the schema was built without AppState")))
+    ctx.data::<AppState>().map_err(|_| ApiError::internal(anyhow::anyhow!("the schema was built without AppState")))
 }

@@ -106,11 +106,9 @@ fn json_depth(value: &Value) -> usize {
 /// `topK`, if given, within `TOP_K`.
 pub fn top_k(value: Option<i32>) -> Result<Option<i32>, ApiError> {
     match value {
-        Some(k) if !TOP_K.contains(&k) => Err(ApiError::bad_input(format!(
-            "topK must be between {} and {}",
-            TOP_K.start(),
-            TOP_K.end()
-        ))),
+        Some(k) if !TOP_K.contains(&k) => {
+            Err(ApiError::bad_input(format!("topK must be between {} and {}", TOP_K.start(), TOP_K.end())))
+        }
         other => Ok(other),
     }
 }

@@ -58,7 +58,8 @@ impl QueryRoot {
                 nodes.extend(found.map(|space| KnowledgeSpace { space, viewer_role: None }));
                 nodes.retain(|node| args.after.is_none_or(|after| (key(node).at, key(node).id) < (after.at, after.id)));
             } else {
-                let rows = spaces::page_for_member(db, &caller.tenant_id, &caller.subject_id, args.after, args.fetch()).await?;
+                let rows = spaces::page_for_member(db, &caller.tenant_id, &caller.subject_id, args.after, args.fetch())
+                    .await?;
                 for space in rows {
                     let access = space_access(db, caller, space.id).await?;
                     nodes.push(KnowledgeSpace { viewer_role: access.and_then(|access| access.role()), space });

@@ -6,10 +6,10 @@ use uuid::Uuid;
 
 use super::access::visible_task;
 use super::context::{principal, state};
-use crate::live::{JournalRow, follow};
 use super::limits::after_sequence;
 use super::types::{ResearchTaskPartialResult, ResearchTaskProgressEvent};
 use crate::error::{ApiError, IntoGql};
+use crate::live::{JournalRow, follow};
 
 /// Live feeds.
 pub struct SubscriptionRoot;
@@ -25,7 +25,10 @@ impl SubscriptionRoot {
         task_id: Uuid,
         #[graphql(default = 0)] after_sequence: Option<i32>,
     ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<ResearchTaskProgressEvent>> + use<>> {
-        Box::pin(start(ctx, task_id, after_sequence)).await.gql().map(|rows| rows.map(|row| row.map(ResearchTaskProgressEvent)))
+        Box::pin(start(ctx, task_id, after_sequence))
+            .await
+            .gql()
+            .map(|rows| rows.map(|row| row.map(ResearchTaskProgressEvent)))
     }
 
     /// Every partial result after `afterSequence`, each exactly once and in order; ends once
@@ -36,7 +39,10 @@ impl SubscriptionRoot {
         task_id: Uuid,
         #[graphql(default = 0)] after_sequence: Option<i32>,
     ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<ResearchTaskPartialResult>> + use<>> {
-        Box::pin(start(ctx, task_id, after_sequence)).await.gql().map(|rows| rows.map(|row| row.map(ResearchTaskPartialResult)))
+        Box::pin(start(ctx, task_id, after_sequence))
+            .await
+            .gql()
+            .map(|rows| rows.map(|row| row.map(ResearchTaskPartialResult)))
     }
 }
 

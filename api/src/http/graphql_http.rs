@@ -1,12 +1,12 @@
 //! GraphQL over HTTP, written to the spec (the graphql-http audit runs in the test
 //! suite): strict request-parameter checks, content negotiation, spec status codes, no
 //! mutations over GET, and a body-size limit that answers with a GraphQL error.
+use async_graphql::ErrorExtensions;
 use async_graphql::parser::types::OperationType;
 use async_graphql::{Request, Variables};
 use axum::body::{Body, to_bytes};
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, header};
-use async_graphql::ErrorExtensions;
 use axum::response::Response;
 use serde_json::{Map, Value, json};
 
@@ -59,12 +59,14 @@ pub async fn graphql_post(State(endpoint): State<GraphqlEndpoint>, headers: Head
 }
 
 /// `GET /graphql?query=…`: queries only; a mutation answers 405.
-pub async fn graphql_get(State(endpoint): State<GraphqlEndpoint>, headers: HeaderMap, RawQuery(query): RawQuery) -> Response {
+pub async fn graphql_get(
+    State(endpoint): State<GraphqlEndpoint>,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+) -> Response {
     let media = Media::negotiate(&headers);
-    let pairs: Vec<(String, String)> = query
-        .as_deref()
-        .map(|raw| serde_urlencoded::from_str(raw).unwrap_or_default())
-        .unwrap_or_default();
+    let pairs: Vec<(String, String)> =
+        query.as_deref().map(|raw| serde_urlencoded::from_str(raw).unwrap_or_default()).unwrap_or_default();
     let mut parameters = Map::new();
     for (name, value) in pairs {
         let value = match name.as_str() {
@@ -197,7 +199,8 @@ fn respond_with_max(media: Media, response: async_graphql::Response, max_bytes: 
             "the result is {} bytes, more than the {max_bytes} bytes a response may carry; ask for fewer fields or a smaller page",
             text.len()
         );
-        text = json!({ "data": null, "errors": [{ "message": message, "extensions": { "code": "TOO_COMPLEX" } }] }).to_string();
+        text = json!({ "data": null, "errors": [{ "message": message, "extensions": { "code": "TOO_COMPLEX" } }] })
+            .to_string();
     }
     let mut response = media.respond_text(status, text);
     if unavailable {

@@ -27,11 +27,7 @@ impl Media {
             .filter_map(|value| value.to_str().ok())
             .collect::<Vec<_>>()
             .join(",");
-        if accept.contains(GRAPHQL_RESPONSE_JSON) {
-            Self::GraphqlResponse
-        } else {
-            Self::Json
-        }
+        if accept.contains(GRAPHQL_RESPONSE_JSON) { Self::GraphqlResponse } else { Self::Json }
     }
 
     fn content_type(self) -> HeaderValue {

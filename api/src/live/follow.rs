@@ -31,7 +31,12 @@ const RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(200);
 /// A row of a task's journal that a subscription delivers.
 pub trait JournalRow: HasSequence + Clone + Send + Sync + 'static {
     /// Up to `limit` rows of the task after sequence `after`, in order.
-    fn fetch(db: &DatabaseConnection, task_id: Uuid, after: i32, limit: u64) -> impl Future<Output = Result<Vec<Self>, DbErr>> + Send;
+    fn fetch(
+        db: &DatabaseConnection,
+        task_id: Uuid,
+        after: i32,
+        limit: u64,
+    ) -> impl Future<Output = Result<Vec<Self>, DbErr>> + Send;
     /// This kind's row in a topic event, if the event carries one.
     fn from_event(event: &TopicEvent) -> Option<Arc<Self>>;
     /// Whether nothing can follow this row (a progress event into a terminal stage).
@@ -39,7 +44,12 @@ pub trait JournalRow: HasSequence + Clone + Send + Sync + 'static {
 }
 
 impl JournalRow for progress::Model {
-    fn fetch(db: &DatabaseConnection, task_id: Uuid, after: i32, limit: u64) -> impl Future<Output = Result<Vec<Self>, DbErr>> + Send {
+    fn fetch(
+        db: &DatabaseConnection,
+        task_id: Uuid,
+        after: i32,
+        limit: u64,
+    ) -> impl Future<Output = Result<Vec<Self>, DbErr>> + Send {
         tasks::progress_after(db, task_id, after, limit)
     }
     fn from_event(event: &TopicEvent) -> Option<Arc<Self>> {
@@ -54,7 +64,12 @@ impl JournalRow for progress::Model {
 }
 
 impl JournalRow for partial::Model {
-    fn fetch(db: &DatabaseConnection, task_id: Uuid, after: i32, limit: u64) -> impl Future<Output = Result<Vec<Self>, DbErr>> + Send {
+    fn fetch(
+        db: &DatabaseConnection,
+        task_id: Uuid,
+        after: i32,
+        limit: u64,
+    ) -> impl Future<Output = Result<Vec<Self>, DbErr>> + Send {
         tasks::partials_after(db, task_id, after, limit)
     }
     fn from_event(event: &TopicEvent) -> Option<Arc<Self>> {
@@ -95,7 +110,12 @@ struct Subscription<R> {
 }
 
 /// Follows the task's journal after `after`. The caller checked visibility already.
-pub fn follow<R: JournalRow>(app: &AppState, caller: Principal, task_id: Uuid, after: i32) -> impl Stream<Item = Result<R, ApiError>> + use<R> {
+pub fn follow<R: JournalRow>(
+    app: &AppState,
+    caller: Principal,
+    task_id: Uuid,
+    after: i32,
+) -> impl Stream<Item = Result<R, ApiError>> + use<R> {
     let (topic, events) = app.live.subscribe(task_id);
     let subscription = Subscription {
         hub: app.live.clone(),

@@ -5,11 +5,11 @@
 //! back to it whenever they see a gap, so a lost signal delays a row but never loses it.
 
 mod credentials;
-mod hub;
 mod follow;
+mod hub;
 mod topic;
 
 pub use credentials::{KeyWatchGuard, key_holds};
-pub use hub::LiveHub;
 pub use follow::{JournalRow, follow};
+pub use hub::LiveHub;
 pub use topic::{Topic, TopicEvent};

@@ -42,7 +42,13 @@ pub struct Topic {
 impl Topic {
     pub(super) fn new(task_id: Uuid) -> Arc<Self> {
         let (sender, _) = broadcast::channel(CAPACITY);
-        Arc::new(Self { task_id, sender, wake: Notify::new(), grant_dirty: AtomicBool::new(false), closed: AtomicBool::new(false) })
+        Arc::new(Self {
+            task_id,
+            sender,
+            wake: Notify::new(),
+            grant_dirty: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+        })
     }
 
     /// Follows the task's events from now on.

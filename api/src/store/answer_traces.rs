@@ -53,10 +53,5 @@ pub async fn page<C: ConnectionTrait>(
     if let Some(key) = after {
         query = query.filter(before(trace::Column::CreatedAt, trace::Column::Id, key));
     }
-    query
-        .order_by_desc(trace::Column::CreatedAt)
-        .order_by_desc(trace::Column::Id)
-        .limit(limit)
-        .all(conn)
-        .await
+    query.order_by_desc(trace::Column::CreatedAt).order_by_desc(trace::Column::Id).limit(limit).all(conn).await
 }

@@ -3,8 +3,8 @@
 //! SHA-256 is stored, so a leaked table grants nothing.
 use entity::{api_key, now_millis};
 use sea_orm::{
-    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait,
-    IntoActiveModel, QueryFilter, QueryOrder,
+    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel, QueryFilter,
+    QueryOrder,
 };
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
@@ -77,10 +77,7 @@ pub async fn create<C: ConnectionTrait>(conn: &C, new: NewApiKey) -> Result<(api
 
 /// The key with this id in this tenant.
 pub async fn find<C: ConnectionTrait>(conn: &C, tenant_id: &str, id: Uuid) -> Result<Option<api_key::Model>, DbErr> {
-    api_key::Entity::find_by_id(id)
-        .filter(api_key::Column::TenantId.eq(tenant_id))
-        .one(conn)
-        .await
+    api_key::Entity::find_by_id(id).filter(api_key::Column::TenantId.eq(tenant_id)).one(conn).await
 }
 
 /// Every key of a space, newest first.
@@ -136,7 +133,8 @@ mod tests {
     #[test]
     fn malformed_keys_do_not_parse() {
         let id = Uuid::now_v7().simple().to_string();
-        for bad in ["", "kfs_", "kfs_abc_def", &format!("xfs_{id}_ab"), &format!("kfs_{id}_"), &format!("kfs_{id}_zz")] {
+        for bad in ["", "kfs_", "kfs_abc_def", &format!("xfs_{id}_ab"), &format!("kfs_{id}_"), &format!("kfs_{id}_zz")]
+        {
             assert_eq!(parse_key(bad), None, "{bad}");
         }
     }

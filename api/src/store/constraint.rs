@@ -28,21 +28,9 @@ const KNOWN: &[Known] = &[
         sqlite_columns: None,
         answer: || ApiError::bad_input("role is not a knowledge space role"),
     },
-    Known {
-        name: "knowledge_space_members_space_fk",
-        sqlite_columns: None,
-        answer: || ApiError::NotFound,
-    },
-    Known {
-        name: "knowledge_space_api_keys_space_fk",
-        sqlite_columns: None,
-        answer: || ApiError::NotFound,
-    },
-    Known {
-        name: "knowledge_documents_space_fk",
-        sqlite_columns: None,
-        answer: || ApiError::NotFound,
-    },
+    Known { name: "knowledge_space_members_space_fk", sqlite_columns: None, answer: || ApiError::NotFound },
+    Known { name: "knowledge_space_api_keys_space_fk", sqlite_columns: None, answer: || ApiError::NotFound },
+    Known { name: "knowledge_documents_space_fk", sqlite_columns: None, answer: || ApiError::NotFound },
     Known {
         name: "research_task_jobs_positive_ck",
         sqlite_columns: None,

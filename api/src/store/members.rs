@@ -2,8 +2,8 @@
 //! removal keeps the row, so a grant issued before a change never comes back to life.
 use entity::{MemberRole, member, now_millis};
 use sea_orm::{
-    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait,
-    IntoActiveModel, PaginatorTrait, QueryFilter, QueryOrder,
+    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel,
+    PaginatorTrait, QueryFilter, QueryOrder,
 };
 use uuid::Uuid;
 
@@ -97,7 +97,11 @@ pub async fn list_active<C: ConnectionTrait>(
 }
 
 /// How many current owners the space has; a space must keep at least one.
-pub async fn count_owners<C: ConnectionTrait>(conn: &C, tenant_id: &str, knowledge_space_id: Uuid) -> Result<u64, DbErr> {
+pub async fn count_owners<C: ConnectionTrait>(
+    conn: &C,
+    tenant_id: &str,
+    knowledge_space_id: Uuid,
+) -> Result<u64, DbErr> {
     member::Entity::find()
         .filter(member::Column::TenantId.eq(tenant_id))
         .filter(member::Column::KnowledgeSpaceId.eq(knowledge_space_id))

@@ -25,7 +25,5 @@ pub struct PageKey {
 /// `(at, id) < (key.at, key.id)`: the rows after `key` in `at DESC, id DESC` order. Written
 /// out rather than as a row-value comparison so SQLite and PostgreSQL read it alike.
 pub fn before<A: ColumnTrait, I: ColumnTrait>(at: A, id: I, key: PageKey) -> Condition {
-    Condition::any()
-        .add(at.lt(key.at))
-        .add(Condition::all().add(at.eq(key.at)).add(id.lt(key.id)))
+    Condition::any().add(at.lt(key.at)).add(Condition::all().add(at.eq(key.at)).add(id.lt(key.id)))
 }

@@ -3,8 +3,7 @@
 use entity::{MemberRole, knowledge_space as space, member, now_millis};
 use sea_orm::sea_query::Query;
 use sea_orm::{
-    ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder,
-    QuerySelect,
+    ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
 };
 use uuid::Uuid;
 
@@ -33,10 +32,7 @@ pub async fn create<C: ConnectionTrait>(
 
 /// The space with this id in this tenant.
 pub async fn find<C: ConnectionTrait>(conn: &C, tenant_id: &str, id: Uuid) -> Result<Option<space::Model>, DbErr> {
-    space::Entity::find_by_id(id)
-        .filter(space::Column::TenantId.eq(tenant_id))
-        .one(conn)
-        .await
+    space::Entity::find_by_id(id).filter(space::Column::TenantId.eq(tenant_id)).one(conn).await
 }
 
 /// One page of the spaces `subject_id` is a (not removed) member of, newest first.
@@ -60,10 +56,5 @@ pub async fn page_for_member<C: ConnectionTrait>(
     if let Some(key) = after {
         query = query.filter(before(space::Column::CreatedAt, space::Column::Id, key));
     }
-    query
-        .order_by_desc(space::Column::CreatedAt)
-        .order_by_desc(space::Column::Id)
-        .limit(limit)
-        .all(conn)
-        .await
+    query.order_by_desc(space::Column::CreatedAt).order_by_desc(space::Column::Id).limit(limit).all(conn).await
 }

@@ -1,8 +1,7 @@
 //! Reads of research tasks and their journals, scoped to the subject that created them.
 //! Nothing here writes: `worker::lifecycle` is the only writer of `research_task_*` rows.
 use entity::{
-    Stage, research_task_job as job, research_task_partial_result as partial,
-    research_task_progress_event as progress,
+    Stage, research_task_job as job, research_task_partial_result as partial, research_task_progress_event as progress,
 };
 use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 use uuid::Uuid;
@@ -49,12 +48,7 @@ pub async fn page<C: ConnectionTrait>(
     if let Some(key) = after {
         query = query.filter(before(job::Column::UpdatedAt, job::Column::Id, key));
     }
-    query
-        .order_by_desc(job::Column::UpdatedAt)
-        .order_by_desc(job::Column::Id)
-        .limit(limit)
-        .all(conn)
-        .await
+    query.order_by_desc(job::Column::UpdatedAt).order_by_desc(job::Column::Id).limit(limit).all(conn).await
 }
 
 /// Up to `limit` progress events of a task with sequence greater than `after`, in order.

@@ -3,9 +3,7 @@ use serde::{Deserialize, Serialize};
 
 /// The kind of a progress event; the seed's `research_task_progress_event_ck` values.
 /// Completion is a `StageChanged` event whose stage is `completed`.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, EnumIter, DeriveActiveEnum, Serialize, Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EnumIter, DeriveActiveEnum, Serialize, Deserialize)]
 #[sea_orm(rs_type = "String", db_type = "String(StringLen::N(64))")]
 pub enum ProgressEventType {
     /// The first claim of the task.

@@ -3,9 +3,7 @@ use serde::{Deserialize, Serialize};
 
 /// A member's role in a knowledge space. Every member may run research; editors and owners
 /// add documents; owners manage members and API keys.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, EnumIter, DeriveActiveEnum, Serialize, Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EnumIter, DeriveActiveEnum, Serialize, Deserialize)]
 #[sea_orm(rs_type = "String", db_type = "String(StringLen::N(16))")]
 #[serde(rename_all = "snake_case")]
 pub enum MemberRole {

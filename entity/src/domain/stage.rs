@@ -2,9 +2,7 @@ use sea_orm::entity::prelude::*;
 use serde::{Deserialize, Serialize};
 
 /// Where a research task stands; the seed's `research_task_jobs_stage_ck` values.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, EnumIter, DeriveActiveEnum, Serialize, Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EnumIter, DeriveActiveEnum, Serialize, Deserialize)]
 #[sea_orm(rs_type = "String", db_type = "String(StringLen::N(16))")]
 #[serde(rename_all = "snake_case")]
 pub enum Stage {
@@ -86,10 +84,7 @@ impl Stage {
 
     /// The stages a worker runs (the ones a lease belongs to).
     pub fn is_running(self) -> bool {
-        matches!(
-            self,
-            Self::Planning | Self::Retrieving | Self::Analyzing | Self::Generating
-        )
+        matches!(self, Self::Planning | Self::Retrieving | Self::Analyzing | Self::Generating)
     }
 
     /// Queued or running: the stages a worker may claim once the lease is free.
@@ -118,8 +113,7 @@ impl Stage {
         match to {
             Self::Queued => self == Self::Paused && paused_from == Some(Self::Queued),
             Self::Planning | Self::Retrieving | Self::Analyzing | Self::Generating => {
-                self.next_in_pipeline() == Some(to)
-                    || (self == Self::Paused && paused_from == Some(to))
+                self.next_in_pipeline() == Some(to) || (self == Self::Paused && paused_from == Some(to))
             }
             Self::Completed => self == Self::Generating,
             Self::Paused => self.is_claimable(),
@@ -145,8 +139,8 @@ impl Stage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sea_orm::{ActiveEnum, Iterable};
     use Stage::*;
+    use sea_orm::{ActiveEnum, Iterable};
 
     /// The expected rule, written out as a table so a change to `may_become` must change
     /// this too. Rows are `from`, columns are `to` in declaration order.

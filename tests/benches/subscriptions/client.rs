@@ -13,10 +13,10 @@ use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
-use tokio_tungstenite::tungstenite::Message;
 use uuid::Uuid;
 
 /// How long one connection may take from TCP connect to its replayed event.
@@ -64,7 +64,8 @@ pub async fn subscribe(
 ) -> anyhow::Result<Subscriber> {
     let establish = async {
         let mut ws = connect(n, server).await?;
-        ws.send(text(json!({ "type": "connection_init", "payload": { "Authorization": format!("Bearer {token}") } }))).await?;
+        ws.send(text(json!({ "type": "connection_init", "payload": { "Authorization": format!("Bearer {token}") } })))
+            .await?;
         let ack = next_json(&mut ws).await?;
         anyhow::ensure!(ack["type"] == "connection_ack", "expected connection_ack, got {ack}");
         let query = "subscription($task: UUID!) { researchTaskProgress(taskId: $task) { sequence eventType } }";
@@ -74,7 +75,9 @@ pub async fn subscribe(
         anyhow::ensure!(sequence_of(&first) == Some(replayed), "expected the replayed event {replayed}, got {first}");
         Ok(ws)
     };
-    let ws = tokio::time::timeout(ESTABLISH_TIMEOUT, establish).await.map_err(|_| anyhow!("client {n} not established within {ESTABLISH_TIMEOUT:?}"))??;
+    let ws = tokio::time::timeout(ESTABLISH_TIMEOUT, establish)
+        .await
+        .map_err(|_| anyhow!("client {n} not established within {ESTABLISH_TIMEOUT:?}"))??;
     Ok(Subscriber { reader: tokio::spawn(read(ws, task, receipts)) })
 }
 
@@ -130,7 +133,10 @@ async fn next_json(ws: &mut WebSocketStream<TcpStream>) -> anyhow::Result<Value>
 
 /// The sequence of a `next` message's progress event.
 fn sequence_of(message: &Value) -> Option<i32> {
-    message.pointer("/payload/data/researchTaskProgress/sequence").and_then(Value::as_i64).and_then(|n| i32::try_from(n).ok())
+    message
+        .pointer("/payload/data/researchTaskProgress/sequence")
+        .and_then(Value::as_i64)
+        .and_then(|n| i32::try_from(n).ok())
 }
 
 fn text(value: Value) -> Message {

@@ -51,7 +51,12 @@ const DRAIN: Duration = Duration::from_secs(10);
 /// Starts a server, opens the subscribers, commits at the load's rate and collects every
 /// delivery. `db` (PostgreSQL) commits through the lifecycle from this process; without
 /// it commits go through GraphQL mutations.
-pub async fn measure(binary: &Path, database_url: &str, db: Option<DatabaseConnection>, load: Load) -> anyhow::Result<LatencyReport> {
+pub async fn measure(
+    binary: &Path,
+    database_url: &str,
+    db: Option<DatabaseConnection>,
+    load: Load,
+) -> anyhow::Result<LatencyReport> {
     let server = server::start(binary, database_url).await?;
     let fixture = tasks::create(server.graphql_url(), load.tasks).await?;
     let (receipts, mut received) = mpsc::unbounded_channel();
@@ -116,7 +121,9 @@ pub async fn measure(binary: &Path, database_url: &str, db: Option<DatabaseConne
     let mut deliveries = Vec::with_capacity(expected);
     let deadline = tokio::time::Instant::now() + DRAIN;
     while deliveries.len() < expected {
-        let Ok(Some(Receipt { task, sequence, at })) = tokio::time::timeout_at(deadline, received.recv()).await else { break };
+        let Ok(Some(Receipt { task, sequence, at })) = tokio::time::timeout_at(deadline, received.recv()).await else {
+            break;
+        };
         if let Some(started) = sent.get(&(task, sequence)) {
             deliveries.push(at.saturating_duration_since(*started));
         }

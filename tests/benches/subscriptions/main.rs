@@ -44,7 +44,10 @@ fn run() -> anyhow::Result<()> {
     // The server inherits the raised limit: it holds one descriptor per connection too.
     let nofile = rlimit::increase_nofile_limit(NOFILE).context("raising RLIMIT_NOFILE")?;
     let needed = memory::STEPS.iter().max().copied().unwrap_or_default() as u64 + 500;
-    anyhow::ensure!(nofile >= needed, "RLIMIT_NOFILE is {nofile}, the bench needs {needed}: raise the hard limit (ulimit -Hn)");
+    anyhow::ensure!(
+        nofile >= needed,
+        "RLIMIT_NOFILE is {nofile}, the bench needs {needed}: raise the hard limit (ulimit -Hn)"
+    );
     let (binary, build) = server::build_api()?;
     let load = Load {
         subscribers: 1_000,
@@ -137,7 +140,12 @@ fn print_latency(report: &latency::LatencyReport, load: Load) {
 /// A positive number from the environment, or `default`.
 fn env_number(name: &str, default: u32) -> anyhow::Result<u32> {
     match std::env::var(name) {
-        Ok(value) => value.trim().parse::<u32>().ok().filter(|n| *n > 0).with_context(|| format!("{name} must be a positive number")),
+        Ok(value) => value
+            .trim()
+            .parse::<u32>()
+            .ok()
+            .filter(|n| *n > 0)
+            .with_context(|| format!("{name} must be a positive number")),
         Err(_) => Ok(default),
     }
 }

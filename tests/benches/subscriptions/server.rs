@@ -10,7 +10,8 @@ use kfs_tests::process::{ApiProcess, api_command, build};
 /// another one instead.
 pub fn build_api() -> anyhow::Result<(PathBuf, String)> {
     if let Some(binary) = std::env::var_os("KFS_BENCH_API_BIN") {
-        let binary = std::fs::canonicalize(&binary).with_context(|| format!("KFS_BENCH_API_BIN={}", binary.to_string_lossy()))?;
+        let binary = std::fs::canonicalize(&binary)
+            .with_context(|| format!("KFS_BENCH_API_BIN={}", binary.to_string_lossy()))?;
         return Ok((binary, "as given by KFS_BENCH_API_BIN".to_owned()));
     }
     let ([api], profile) = build(["api"])?;
@@ -35,7 +36,8 @@ pub struct Memory {
 /// The server's resident memory now; fails if it has exited.
 pub fn memory(server: &mut ApiProcess) -> anyhow::Result<Memory> {
     server.process.ensure_running()?;
-    let status = std::fs::read_to_string(format!("/proc/{}/status", server.process.id())).context("reading /proc/<pid>/status")?;
+    let status = std::fs::read_to_string(format!("/proc/{}/status", server.process.id()))
+        .context("reading /proc/<pid>/status")?;
     let field = |name: &str| {
         status
             .lines()

@@ -44,7 +44,9 @@ pub async fn create(graphql_url: String, count: usize) -> anyhow::Result<Fixture
     let mut tasks = Vec::with_capacity(count);
     for _ in 0..count {
         let input = json!({ "input": { "knowledgeSpaceId": space, "query": "How do subscriptions scale?" } });
-        let created = client.run("mutation($input: CreateResearchTaskInput!) { createResearchTask(input: $input) { id } }", input).await?;
+        let created = client
+            .run("mutation($input: CreateResearchTaskInput!) { createResearchTask(input: $input) { id } }", input)
+            .await?;
         let id = created.pointer("/createResearchTask/id").and_then(Value::as_str).context("no task id")?;
         let id: Uuid = id.parse()?;
         client.run(PAUSE, json!({ "id": id })).await?;
@@ -68,7 +70,12 @@ impl Committer {
                 client.run(if pause { PAUSE } else { RESUME }, json!({ "id": task })).await?;
             }
             Self::Lifecycle { db, tenant } => {
-                let task = TaskRef { id: task, tenant_id: tenant.clone(), subject_id: OWNER.to_owned(), expected_row_version: None };
+                let task = TaskRef {
+                    id: task,
+                    tenant_id: tenant.clone(),
+                    subject_id: OWNER.to_owned(),
+                    expected_row_version: None,
+                };
                 let notifier = worker::Notifier::new();
                 if pause {
                     worker::lifecycle::pause(db, &notifier, &task, None).await?;

@@ -68,7 +68,10 @@ async fn an_api_key_sees_only_its_space_and_its_own_tasks(db: TestDb) -> anyhow:
     let other_space = api.space("alice").await?;
     let (key_id, secret) = api.key("alice", &space).await?;
     let viewer = api.data(Some(&secret), "{ viewer { subjectId channel } }", json!({})).await?;
-    ensure!(viewer["viewer"] == json!({ "subjectId": format!("api_key:{key_id}"), "channel": "SERVICE_API" }), "{viewer}");
+    ensure!(
+        viewer["viewer"] == json!({ "subjectId": format!("api_key:{key_id}"), "channel": "SERVICE_API" }),
+        "{viewer}"
+    );
 
     let key_task = api.task(&secret, &space).await?;
     let owner_task = api.task(&api.token("alice"), &space).await?;
@@ -83,9 +86,14 @@ async fn an_api_key_sees_only_its_space_and_its_own_tasks(db: TestDb) -> anyhow:
     ensure!(api.code(Some(&secret), crate::api_support::CREATE_TASK, elsewhere).await? == "NOT_FOUND");
     let spaces = api.data(Some(&secret), "{ knowledgeSpaces { edges { node { id viewerRole } } } }", json!({})).await?;
     ensure!(spaces["knowledgeSpaces"]["edges"] == json!([{ "node": { "id": space, "viewerRole": null } }]), "{spaces}");
-    let other = api.data(Some(&secret), "query($id: UUID!) { knowledgeSpace(id: $id) { id } }", json!({ "id": other_space })).await?;
+    let other = api
+        .data(Some(&secret), "query($id: UUID!) { knowledgeSpace(id: $id) { id } }", json!({ "id": other_space }))
+        .await?;
     ensure!(other["knowledgeSpace"].is_null(), "{other}");
-    ensure!(api.code(Some(&secret), "mutation { createKnowledgeSpace(input: {name: \"k\"}) { id } }", json!({})).await? == "FORBIDDEN");
+    ensure!(
+        api.code(Some(&secret), "mutation { createKnowledgeSpace(input: {name: \"k\"}) { id } }", json!({})).await?
+            == "FORBIDDEN"
+    );
     api.stop().await;
     Ok(())
 }
@@ -138,12 +146,14 @@ async fn a_removed_member_loses_their_tasks_and_re_adding_does_not_revive_them(d
     let space = api.space("alice").await?;
     api.member("alice", &space, "bob", "VIEWER").await?;
     let old = api.task(&api.token("bob"), &space).await?;
-    let remove = "mutation($s: UUID!, $who: String!) { removeKnowledgeSpaceMember(knowledgeSpaceId: $s, subjectId: $who) }";
+    let remove =
+        "mutation($s: UUID!, $who: String!) { removeKnowledgeSpaceMember(knowledgeSpaceId: $s, subjectId: $who) }";
     let removed = api.data(Some(&api.token("alice")), remove, json!({ "s": space, "who": "bob" })).await?;
     ensure!(removed["removeKnowledgeSpaceMember"] == true, "{removed}");
     let bob = api.token("bob");
     ensure!(api.data(Some(&bob), READ_TASK, json!({ "id": old["id"] })).await?["researchTask"].is_null());
-    let space_read = api.data(Some(&bob), "query($id: UUID!) { knowledgeSpace(id: $id) { id } }", json!({ "id": space })).await?;
+    let space_read =
+        api.data(Some(&bob), "query($id: UUID!) { knowledgeSpace(id: $id) { id } }", json!({ "id": space })).await?;
     ensure!(space_read["knowledgeSpace"].is_null(), "{space_read}");
 
     api.member("alice", &space, "bob", "VIEWER").await?;
@@ -168,7 +178,9 @@ async fn legacy_and_foreign_answer_traces_are_never_returned(db: TestDb) -> anyh
         .await?
         .ok_or_else(|| anyhow::anyhow!("owner row missing"))?;
     let snapshot = kfs_tests::fixtures::snapshot(&db, &alice, entity::AccessChannel::Interactive).await?;
-    let owned = answer_trace::Entity::insert(kfs_tests::fixtures::answer_trace_row(&snapshot)).exec_with_returning(&db.db).await?;
+    let owned = answer_trace::Entity::insert(kfs_tests::fixtures::answer_trace_row(&snapshot))
+        .exec_with_returning(&db.db)
+        .await?;
     let mut legacy = kfs_tests::fixtures::answer_trace_row(&snapshot);
     legacy.id = Set(Uuid::now_v7());
     legacy.subject_id = Set(None);
@@ -243,7 +255,12 @@ async fn pages_skip_tasks_whose_grant_died_and_still_fill_up(db: TestDb) -> anyh
                 edges { cursor node { id } } pageInfo { hasNextPage } } }";
     let first = api.data(Some(&bob), page, json!({ "s": space, "after": null })).await?;
     let ids = |data: &Value| -> Vec<String> {
-        data["researchTasks"]["edges"].as_array().into_iter().flatten().filter_map(|edge| edge["node"]["id"].as_str().map(str::to_owned)).collect()
+        data["researchTasks"]["edges"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|edge| edge["node"]["id"].as_str().map(str::to_owned))
+            .collect()
     };
     ensure!(ids(&first) == live[..2], "first page {first}");
     ensure!(first["researchTasks"]["pageInfo"]["hasNextPage"] == true, "{first}");

@@ -27,7 +27,10 @@ async fn a_stale_expected_row_version_is_a_conflict_carrying_the_current_stage(d
     let task = api.task(&token, &space).await?;
     ensure!(task["rowVersion"] == 1 && task["stage"] == "QUEUED", "{task}");
     let paused = api.data(Some(&token), PAUSE, json!({ "id": task["id"], "v": 1 })).await?;
-    ensure!(paused["pauseResearchTask"]["stage"] == "PAUSED" && paused["pauseResearchTask"]["rowVersion"] == 2, "{paused}");
+    ensure!(
+        paused["pauseResearchTask"]["stage"] == "PAUSED" && paused["pauseResearchTask"]["rowVersion"] == 2,
+        "{paused}"
+    );
     ensure!(paused["pauseResearchTask"]["pausedFromStage"] == "QUEUED", "{paused}");
 
     let stale = api.call(Some(&token), CANCEL, json!({ "id": task["id"], "v": 1 })).await?;
@@ -46,7 +49,10 @@ async fn commands_the_stage_rule_refuses_are_conflicts(db: TestDb) -> anyhow::Re
     let task = api.task(&token, &space).await?;
     let id = json!({ "id": task["id"] });
     let queued = api.call(Some(&token), RESUME, id.clone()).await?;
-    ensure!(extensions(&queued) == json!({ "code": "CONFLICT", "currentStage": "QUEUED", "rowVersion": 1 }), "{queued}");
+    ensure!(
+        extensions(&queued) == json!({ "code": "CONFLICT", "currentStage": "QUEUED", "rowVersion": 1 }),
+        "{queued}"
+    );
     api.data(Some(&token), CANCEL, id.clone()).await?;
     for command in [PAUSE, RESUME] {
         let refused = api.call(Some(&token), command, id.clone()).await?;
@@ -86,9 +92,11 @@ async fn the_same_idempotency_key_returns_the_same_task_and_other_input_conflict
     let api = Api::start(&db).await?;
     let space = api.space("alice").await?;
     let token = api.token("alice");
-    let input = |query: &str| json!({ "input": {
+    let input = |query: &str| {
+        json!({ "input": {
         "knowledgeSpaceId": space, "query": query, "idempotencyKey": "k-1", "topK": 3, "metadata": { "a": 1 }
-    } });
+    } })
+    };
     let first = api.data(Some(&token), CREATE_TASK, input("q")).await?;
     let again = api.data(Some(&token), CREATE_TASK, input("q")).await?;
     ensure!(first["createResearchTask"]["id"] == again["createResearchTask"]["id"], "{first} {again}");

@@ -50,9 +50,24 @@ async fn every_limit_is_answered_with_its_code(db: TestDb) -> anyhow::Result<()>
         ("long space name", CREATE_SPACE, json!({ "name": "n".repeat(256) }), "BAD_USER_INPUT"),
         ("empty space name", CREATE_SPACE, json!({ "name": "" }), "BAD_USER_INPUT"),
         ("long title", document, json!({ "s": space, "t": "t".repeat(513), "c": "c" }), "BAD_USER_INPUT"),
-        ("content over 200 KB", document, json!({ "s": space, "t": "t", "c": "c".repeat(200 * 1024 + 1) }), "BAD_USER_INPUT"),
-        ("key expiring in the past", CREATE_KEY, json!({ "input": { "knowledgeSpaceId": space, "name": "k", "expiresAt": past } }), "BAD_USER_INPUT"),
-        ("long key name", CREATE_KEY, json!({ "input": { "knowledgeSpaceId": space, "name": "k".repeat(256) } }), "BAD_USER_INPUT"),
+        (
+            "content over 200 KB",
+            document,
+            json!({ "s": space, "t": "t", "c": "c".repeat(200 * 1024 + 1) }),
+            "BAD_USER_INPUT",
+        ),
+        (
+            "key expiring in the past",
+            CREATE_KEY,
+            json!({ "input": { "knowledgeSpaceId": space, "name": "k", "expiresAt": past } }),
+            "BAD_USER_INPUT",
+        ),
+        (
+            "long key name",
+            CREATE_KEY,
+            json!({ "input": { "knowledgeSpaceId": space, "name": "k".repeat(256) } }),
+            "BAD_USER_INPUT",
+        ),
         ("not a UUID", crate::api_support::READ_TASK, json!({ "id": "nope" }), "BAD_USER_INPUT"),
         ("too complex", too_complex, json!({ "s": space }), "TOO_COMPLEX"),
     ];
@@ -63,7 +78,8 @@ async fn every_limit_is_answered_with_its_code(db: TestDb) -> anyhow::Result<()>
         ensure!(code.as_deref() == Some(expected), "{what}: expected {expected}, got {body}");
     }
     let resume_after = json!({ "id": task["id"], "v": null });
-    let pause_later = PAUSE.replace("expectedRowVersion: $v)", "expectedRowVersion: $v, resumeAfter: \"2000-01-01T00:00:00Z\")");
+    let pause_later =
+        PAUSE.replace("expectedRowVersion: $v)", "expectedRowVersion: $v, resumeAfter: \"2000-01-01T00:00:00Z\")");
     ensure!(api.code(Some(&token), &pause_later, resume_after).await? == "BAD_USER_INPUT");
     api.stop().await;
     Ok(())

@@ -33,7 +33,12 @@ fn principal(api: &Api, subject: &str) -> Principal {
     }
 }
 
-fn progress(schema: &AppSchema, caller: Principal, task: &Value, after: i32) -> impl Stream<Item = api::graphql::Response> + use<> {
+fn progress(
+    schema: &AppSchema,
+    caller: Principal,
+    task: &Value,
+    after: i32,
+) -> impl Stream<Item = api::graphql::Response> + use<> {
     let query = format!(
         "subscription {{ researchTaskProgress(taskId: \"{}\", afterSequence: {after}) {{ sequence eventType stage }} }}",
         task["id"].as_str().unwrap_or_default()
@@ -58,7 +63,13 @@ async fn progress_replays_then_follows_live_and_ends_after_the_terminal_event(db
 
     let mut live = Box::pin(progress(&schema, principal(&api, "alice"), &task, 0));
     let replayed = next(&mut live).await?;
-    ensure!(replayed == Some(json!({ "data": { "researchTaskProgress": { "sequence": 1, "eventType": "PAUSED", "stage": "PAUSED" } } })), "{replayed:?}");
+    ensure!(
+        replayed
+            == Some(
+                json!({ "data": { "researchTaskProgress": { "sequence": 1, "eventType": "PAUSED", "stage": "PAUSED" } } })
+            ),
+        "{replayed:?}"
+    );
     api.data(Some(&token), RESUME, id.clone()).await?;
     api.data(Some(&token), CANCEL, id).await?;
     let mut sequences = Vec::new();
@@ -70,7 +81,11 @@ async fn progress_replays_then_follows_live_and_ends_after_the_terminal_event(db
 
     let mut late = Box::pin(progress(&schema, principal(&api, "alice"), &task, 2));
     let only = next(&mut late).await?;
-    ensure!(only.as_ref().and_then(|value| value.pointer("/data/researchTaskProgress/eventType")) == Some(&json!("CANCELED")), "{only:?}");
+    ensure!(
+        only.as_ref().and_then(|value| value.pointer("/data/researchTaskProgress/eventType"))
+            == Some(&json!("CANCELED")),
+        "{only:?}"
+    );
     ensure!(next(&mut late).await?.is_none(), "the feed should end after the terminal event");
     api.stop().await;
     Ok(())

@@ -48,9 +48,8 @@ impl Api {
 
     /// Creates a space owned by `owner`; returns its id.
     pub async fn space(&self, owner: &str) -> anyhow::Result<String> {
-        let data = self
-            .data(Some(&self.token(owner)), CREATE_SPACE, json!({ "name": format!("{owner}'s space") }))
-            .await?;
+        let data =
+            self.data(Some(&self.token(owner)), CREATE_SPACE, json!({ "name": format!("{owner}'s space") })).await?;
         string_at(&data, "/createKnowledgeSpace/id")
     }
 
@@ -93,8 +92,7 @@ pub fn string_at(value: &Value, pointer: &str) -> anyhow::Result<String> {
 pub const CREATE_SPACE: &str =
     "mutation($name: String!) { createKnowledgeSpace(input: {name: $name}) { id name viewerRole } }";
 /// `addKnowledgeSpaceMember(input)`.
-pub const ADD_MEMBER: &str =
-    "mutation($input: AddKnowledgeSpaceMemberInput!) { addKnowledgeSpaceMember(input: $input) { subjectId role revision } }";
+pub const ADD_MEMBER: &str = "mutation($input: AddKnowledgeSpaceMemberInput!) { addKnowledgeSpaceMember(input: $input) { subjectId role revision } }";
 /// `createApiKey(input)`.
 pub const CREATE_KEY: &str =
     "mutation($input: CreateApiKeyInput!) { createApiKey(input: $input) { secret apiKey { id revision } } }";
@@ -104,13 +102,13 @@ pub const CREATE_TASK: &str = "mutation($input: CreateResearchTaskInput!) { \
 /// `researchTask(id)`.
 pub const READ_TASK: &str = "query($id: UUID!) { researchTask(id: $id) { id stage rowVersion } }";
 /// `researchTasks(knowledgeSpaceId)`.
-pub const LIST_TASKS: &str = "query($space: UUID!) { researchTasks(knowledgeSpaceId: $space) { edges { node { id } } } }";
+pub const LIST_TASKS: &str =
+    "query($space: UUID!) { researchTasks(knowledgeSpaceId: $space) { edges { node { id } } } }";
 /// `cancelResearchTask(id, expectedRowVersion)`.
 pub const CANCEL: &str =
     "mutation($id: UUID!, $v: Int) { cancelResearchTask(id: $id, expectedRowVersion: $v) { id stage rowVersion } }";
 /// `pauseResearchTask(id, expectedRowVersion)`.
-pub const PAUSE: &str =
-    "mutation($id: UUID!, $v: Int) { pauseResearchTask(id: $id, expectedRowVersion: $v) { id stage rowVersion pausedFromStage } }";
+pub const PAUSE: &str = "mutation($id: UUID!, $v: Int) { pauseResearchTask(id: $id, expectedRowVersion: $v) { id stage rowVersion pausedFromStage } }";
 /// `resumeResearchTask(id, expectedRowVersion)`.
 pub const RESUME: &str =
     "mutation($id: UUID!, $v: Int) { resumeResearchTask(id: $id, expectedRowVersion: $v) { id stage rowVersion } }";

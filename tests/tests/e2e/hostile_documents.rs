@@ -58,11 +58,21 @@ async fn hostile_documents_are_refused_over_http_with_a_code_and_no_server_error
         let started = Instant::now();
         let (status, body) = post_raw(&api, &document.query, &document.variables).await?;
         let code = refusal_code(&document.what, status, &body)?;
-        eprintln!("hostile ({}): {} ({} bytes) answered {code} in {:?}", db.backend.name(), document.what, document.query.len(), started.elapsed());
+        eprintln!(
+            "hostile ({}): {} ({} bytes) answered {code} in {:?}",
+            db.backend.name(),
+            document.what,
+            document.query.len(),
+            started.elapsed()
+        );
     }
     // GET carries the document in the URL: the small ones go that way too.
-    for document in documents(250 * 1024, 0).into_iter().filter(|document| document.query.len() < 4_000 && document.variables == "{}") {
-        let response = api.server.http.get(api.server.graphql_url()).query(&[("query", document.query.as_str())]).send().await?;
+    for document in documents(250 * 1024, 0)
+        .into_iter()
+        .filter(|document| document.query.len() < 4_000 && document.variables == "{}")
+    {
+        let response =
+            api.server.http.get(api.server.graphql_url()).query(&[("query", document.query.as_str())]).send().await?;
         let status = response.status().as_u16();
         let body: Value = response.json().await.unwrap_or(Value::Null);
         refusal_code(&format!("{} over GET", document.what), status, &body)?;
@@ -105,11 +115,15 @@ async fn hostile_documents_are_refused_over_a_websocket_and_the_connection_stays
 /// ran), or a `next` carrying only errors followed by `complete` (a resolver refused it).
 pub async fn refused_on_socket(client: &mut WsClient, id: &str) -> anyhow::Result<String> {
     match client.next_event().await? {
-        Event::Error(from, errors) if from == id => {
-            errors.pointer("/0/extensions/code").and_then(Value::as_str).map(str::to_owned).with_context(|| format!("no code in {errors}"))
-        }
+        Event::Error(from, errors) if from == id => errors
+            .pointer("/0/extensions/code")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .with_context(|| format!("no code in {errors}")),
         Event::Next(from, payload) if from == id => {
-            let code = kfs_tests::ws::error_code(&payload).map(str::to_owned).with_context(|| format!("a refused operation delivered {payload}"))?;
+            let code = kfs_tests::ws::error_code(&payload)
+                .map(str::to_owned)
+                .with_context(|| format!("a refused operation delivered {payload}"))?;
             ensure!(client.next_event().await? == Event::Complete(id.to_owned()), "no complete after the refusal");
             Ok(code)
         }
@@ -123,14 +137,22 @@ async fn hostile_documents_at_once_leave_the_server_answering_others(db: TestDb)
     let attacks: Vec<_> = (0..4)
         .map(|_| {
             let (http, url, body) = (api.server.http.clone(), api.server.graphql_url(), json!({ "query": chain }));
-            tokio::spawn(async move { http.post(url).json(&body).send().await.map(|response| response.status().as_u16()) })
+            tokio::spawn(
+                async move { http.post(url).json(&body).send().await.map(|response| response.status().as_u16()) },
+            )
         })
         .collect();
     let healthz = format!("{}/healthz", api.server.server.base_url());
     let started = Instant::now();
-    let health = tokio::time::timeout(Duration::from_secs(30), api.server.http.get(&healthz).send()).await.context("healthz hung while hostile documents were answered")??;
+    let health = tokio::time::timeout(Duration::from_secs(30), api.server.http.get(&healthz).send())
+        .await
+        .context("healthz hung while hostile documents were answered")??;
     ensure!(health.status().is_success());
-    eprintln!("hostile ({}): /healthz answered in {:?} beside four 7,000-fragment chains", db.backend.name(), started.elapsed());
+    eprintln!(
+        "hostile ({}): /healthz answered in {:?} beside four 7,000-fragment chains",
+        db.backend.name(),
+        started.elapsed()
+    );
     for attack in attacks {
         let status = attack.await??;
         ensure!(status < 500, "a fragment chain answered {status}");

@@ -54,16 +54,61 @@ const CORPUS: &[&str] = &[
 
 /// Tokens spliced into documents, chosen for what they do to lexers and parsers.
 const TOKENS: &[&str] = &[
-    "{", "}", "(", ")", "[", "]", "...", ":", "$", "@", "!", "=", "|", "&", "\"", "\"\"\"", "#", "\n", ",",
-    "fragment F on Query { __typename }", "...F", "on", "query", "mutation", "subscription", "__typename", "0", "-1",
-    "1e999", "9999999999999999999999", "\"\\u0000\"", "\"\\ud800\"", "\"\\u{0}\"", "@skip(if: true)", "@include(if: $x)",
-    "@deprecated", "\u{0}", "\u{feff}", "é", "𝄞", "\\", "$s", "null", "true", "[[[[", "]]]]", "{{{{", "}}}}",
+    "{",
+    "}",
+    "(",
+    ")",
+    "[",
+    "]",
+    "...",
+    ":",
+    "$",
+    "@",
+    "!",
+    "=",
+    "|",
+    "&",
+    "\"",
+    "\"\"\"",
+    "#",
+    "\n",
+    ",",
+    "fragment F on Query { __typename }",
+    "...F",
+    "on",
+    "query",
+    "mutation",
+    "subscription",
+    "__typename",
+    "0",
+    "-1",
+    "1e999",
+    "9999999999999999999999",
+    "\"\\u0000\"",
+    "\"\\ud800\"",
+    "\"\\u{0}\"",
+    "@skip(if: true)",
+    "@include(if: $x)",
+    "@deprecated",
+    "\u{0}",
+    "\u{feff}",
+    "é",
+    "𝄞",
+    "\\",
+    "$s",
+    "null",
+    "true",
+    "[[[[",
+    "]]]]",
+    "{{{{",
+    "}}}}",
 ];
 
 /// A random document: a corpus entry, mutated a few times.
 fn document(rng: &mut StdRng) -> String {
     if rng.random_ratio(1, 30) {
-        return String::from_utf8_lossy(&(0..rng.random_range(0..200)).map(|_| rng.random::<u8>()).collect::<Vec<_>>()).into_owned();
+        return String::from_utf8_lossy(&(0..rng.random_range(0..200)).map(|_| rng.random::<u8>()).collect::<Vec<_>>())
+            .into_owned();
     }
     let mut text = (*CORPUS.choose(rng).unwrap_or(&CORPUS[0])).to_owned();
     for _ in 0..rng.random_range(0..5) {
@@ -82,8 +127,16 @@ fn document(rng: &mut StdRng) -> String {
                 let depth = rng.random_range(1..200);
                 text = format!("{}{text}{}", "{".repeat(depth), "}".repeat(depth));
             }
-            3 => text.push_str(&kfs_tests::hostile::unused_fragment_chain(rng.random_range(1..400)).replacen("query{__typename}", "", 1)),
-            4 => text.push_str(&kfs_tests::hostile::fragment_fan_out(rng.random_range(1..25)).replacen("query{...F0}", "", 1)),
+            3 => text.push_str(&kfs_tests::hostile::unused_fragment_chain(rng.random_range(1..400)).replacen(
+                "query{__typename}",
+                "",
+                1,
+            )),
+            4 => text.push_str(&kfs_tests::hostile::fragment_fan_out(rng.random_range(1..25)).replacen(
+                "query{...F0}",
+                "",
+                1,
+            )),
             5 => text.truncate(at),
             _ => {
                 let token = TOKENS.choose(rng).copied().unwrap_or("{");
@@ -108,15 +161,36 @@ fn value(rng: &mut StdRng, depth: usize, ids: &[String]) -> Value {
     match rng.random_range(0..12) {
         0 => Value::Null,
         1 => json!(rng.random_bool(0.5)),
-        2 => json!(*[0i64, -1, 1, 3, 100, 101, i64::from(i32::MAX), i64::from(i32::MAX) + 1, 1 << 53, i64::MIN].choose(rng).unwrap_or(&0)),
+        2 => json!(
+            *[0i64, -1, 1, 3, 100, 101, i64::from(i32::MAX), i64::from(i32::MAX) + 1, 1 << 53, i64::MIN]
+                .choose(rng)
+                .unwrap_or(&0)
+        ),
         3 => json!(*[0.5f64, -0.0, 1e300, f64::MIN_POSITIVE, 3.25].choose(rng).unwrap_or(&0.5)),
-        4 => json!(["", "a\u{0}b", "é𝄞", "  ", "x".repeat(5_000).as_str(), "kfs_00000000000000000000000000000000_ab", "2000-01-01T00:00:00Z"].choose(rng).copied().unwrap_or("")),
+        4 => json!(
+            [
+                "",
+                "a\u{0}b",
+                "é𝄞",
+                "  ",
+                "x".repeat(5_000).as_str(),
+                "kfs_00000000000000000000000000000000_ab",
+                "2000-01-01T00:00:00Z"
+            ]
+            .choose(rng)
+            .copied()
+            .unwrap_or("")
+        ),
         5 | 6 => json!(ids.choose(rng).cloned().unwrap_or_default()),
         7 => json!(Uuid::new_v4()),
         8 if depth > 0 => Value::Array((0..rng.random_range(0..4)).map(|_| value(rng, depth - 1, ids)).collect()),
         9 if depth > 0 => {
             let keys = ["a", "b", "max_sub_queries", "deadline_ms", "\u{0}", "é"];
-            Value::Object((0..rng.random_range(0..4)).map(|_| ((*keys.choose(rng).unwrap_or(&"a")).to_owned(), value(rng, depth - 1, ids))).collect())
+            Value::Object(
+                (0..rng.random_range(0..4))
+                    .map(|_| ((*keys.choose(rng).unwrap_or(&"a")).to_owned(), value(rng, depth - 1, ids)))
+                    .collect(),
+            )
         }
         _ => json!(format!("word {}", rng.random::<u32>())),
     }
@@ -150,7 +224,14 @@ struct Tally {
 }
 
 /// Sends one random HTTP request and checks the answer.
-async fn one_request(rng: &mut StdRng, http: &reqwest::Client, url: &str, token: &str, ids: &[String], tally: &mut Tally) -> anyhow::Result<()> {
+async fn one_request(
+    rng: &mut StdRng,
+    http: &reqwest::Client,
+    url: &str,
+    token: &str,
+    ids: &[String],
+    tally: &mut Tally,
+) -> anyhow::Result<()> {
     let query = document(rng);
     let vars = variables(rng, ids);
     let bearer = match rng.random_range(0..10) {
@@ -162,18 +243,33 @@ async fn one_request(rng: &mut StdRng, http: &reqwest::Client, url: &str, token:
     let request = match rng.random_range(0..10) {
         0 => http.get(url).query(&[("query", query.as_str()), ("variables", vars.as_str())]),
         1 => http.post(url).header("content-type", "text/plain").body(query.clone()),
-        2 => http.post(url).header("content-type", "application/json").body(format!("{{\"query\":{}", serde_json::to_string(&query)?)),
-        _ => http.post(url).header("content-type", "application/json").body(format!("{{\"query\":{},\"variables\":{vars}}}", serde_json::to_string(&query)?)),
+        2 => http
+            .post(url)
+            .header("content-type", "application/json")
+            .body(format!("{{\"query\":{}", serde_json::to_string(&query)?)),
+        _ => http
+            .post(url)
+            .header("content-type", "application/json")
+            .body(format!("{{\"query\":{},\"variables\":{vars}}}", serde_json::to_string(&query)?)),
     };
-    let response = request.header("accept", accept).header("authorization", bearer).timeout(Duration::from_secs(30)).send().await?;
+    let response = request
+        .header("accept", accept)
+        .header("authorization", bearer)
+        .timeout(Duration::from_secs(30))
+        .send()
+        .await?;
     let status = response.status().as_u16();
     *tally.statuses.entry(status).or_default() += 1;
     tally.requests += 1;
     let text = response.text().await?;
     ensure!(status < 500, "status {status} for {query:?} with {vars}: {text}");
-    let body: Value = serde_json::from_str(&text).with_context(|| format!("a body that is not JSON ({status}) for {query:?}: {text}"))?;
+    let body: Value = serde_json::from_str(&text)
+        .with_context(|| format!("a body that is not JSON ({status}) for {query:?}: {text}"))?;
     for error in body["errors"].as_array().into_iter().flatten() {
-        let code = error.pointer("/extensions/code").and_then(Value::as_str).with_context(|| format!("an error without a code for {query:?}: {error}"))?;
+        let code = error
+            .pointer("/extensions/code")
+            .and_then(Value::as_str)
+            .with_context(|| format!("an error without a code for {query:?}: {error}"))?;
         ensure!(CODES.contains(&code), "{code} for {query:?} with {vars}: {error}");
         *tally.codes.entry(code.to_owned()).or_default() += 1;
     }
@@ -182,7 +278,13 @@ async fn one_request(rng: &mut StdRng, http: &reqwest::Client, url: &str, token:
 
 /// One random WebSocket session: a random sequence of messages, then everything the
 /// server says until it closes or goes quiet.
-async fn one_session(rng: &mut StdRng, ws_url: &str, token: &str, ids: &[String], tally: &mut Tally) -> anyhow::Result<()> {
+async fn one_session(
+    rng: &mut StdRng,
+    ws_url: &str,
+    token: &str,
+    ids: &[String],
+    tally: &mut Tally,
+) -> anyhow::Result<()> {
     use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
     let protocol = if rng.random_bool(0.8) { "graphql-transport-ws" } else { "graphql-ws" };
     let mut request = ws_url.into_client_request()?;
@@ -224,11 +326,16 @@ async fn one_session(rng: &mut StdRng, ws_url: &str, token: &str, ids: &[String]
                 return Ok(());
             }
             Ok(Some(Ok(Message::Text(text)))) => {
-                let message: Value = serde_json::from_str(text.as_str()).with_context(|| format!("a frame that is not JSON: {text}"))?;
+                let message: Value =
+                    serde_json::from_str(text.as_str()).with_context(|| format!("a frame that is not JSON: {text}"))?;
                 let kind = message["type"].as_str().unwrap_or_default();
-                ensure!(["connection_ack", "ping", "pong", "ka", "next", "data", "error", "complete"].contains(&kind), "unexpected {message}");
+                ensure!(
+                    ["connection_ack", "ping", "pong", "ka", "next", "data", "error", "complete"].contains(&kind),
+                    "unexpected {message}"
+                );
                 let payload = &message["payload"];
-                let errors = if kind == "error" && payload.is_array() { payload.clone() } else { payload["errors"].clone() };
+                let errors =
+                    if kind == "error" && payload.is_array() { payload.clone() } else { payload["errors"].clone() };
                 for error in errors.as_array().into_iter().flatten() {
                     let code = error.pointer("/extensions/code").and_then(Value::as_str).unwrap_or("none");
                     ensure!(CODES.contains(&code), "{code} in {message} after {sent:?}");
@@ -241,8 +348,11 @@ async fn one_session(rng: &mut StdRng, ws_url: &str, token: &str, ids: &[String]
     Ok(())
 }
 
-async fn random_and_adversarial_requests_never_crash_the_server_or_get_a_server_error(db: TestDb) -> anyhow::Result<()> {
-    let seed = std::env::var("KFS_FUZZ_SEED").ok().and_then(|seed| seed.parse().ok()).unwrap_or_else(rand::random::<u64>);
+async fn random_and_adversarial_requests_never_crash_the_server_or_get_a_server_error(
+    db: TestDb,
+) -> anyhow::Result<()> {
+    let seed =
+        std::env::var("KFS_FUZZ_SEED").ok().and_then(|seed| seed.parse().ok()).unwrap_or_else(rand::random::<u64>);
     let seconds = std::env::var("KFS_FUZZ_SECONDS").ok().and_then(|seconds| seconds.parse().ok()).unwrap_or(6u64);
     let binaries = Binaries::build().await?;
     let mut api = ApiProcess::start(api_command(&binaries.api, &db.url)).await?;
@@ -251,7 +361,12 @@ async fn random_and_adversarial_requests_never_crash_the_server_or_get_a_server_
     let client = GraphqlClient::new(api.graphql_url(), token.clone());
     let space = client.run("mutation { createKnowledgeSpace(input: {name: \"fuzz\"}) { id } }", json!({})).await?;
     let space = space.pointer("/createKnowledgeSpace/id").and_then(Value::as_str).context("no space")?.to_owned();
-    let task = client.run("mutation($s: UUID!) { createResearchTask(input: {knowledgeSpaceId: $s, query: \"fuzz\"}) { id } }", json!({ "s": space })).await?;
+    let task = client
+        .run(
+            "mutation($s: UUID!) { createResearchTask(input: {knowledgeSpaceId: $s, query: \"fuzz\"}) { id } }",
+            json!({ "s": space }),
+        )
+        .await?;
     let task = task.pointer("/createResearchTask/id").and_then(Value::as_str).context("no task")?.to_owned();
     let ids = vec![space, task];
 
@@ -264,14 +379,16 @@ async fn random_and_adversarial_requests_never_crash_the_server_or_get_a_server_
     let mut round = 0usize;
     while Instant::now() < until {
         round += 1;
-        let outcome = if round % 8 == 0 {
+        let outcome = if round.is_multiple_of(8) {
             one_session(&mut rng, &ws_url, &token, &ids, &mut tally).await
         } else {
             one_request(&mut rng, &http, &url, &token, &ids, &mut tally).await
         };
         outcome.with_context(|| format!("round {round} of seed {seed}"))?;
-        if round % 25 == 0 {
-            let health = tokio::time::timeout(Duration::from_secs(10), http.get(&healthz).send()).await.context("/healthz stopped answering")??;
+        if round.is_multiple_of(25) {
+            let health = tokio::time::timeout(Duration::from_secs(10), http.get(&healthz).send())
+                .await
+                .context("/healthz stopped answering")??;
             ensure!(health.status().is_success(), "/healthz answered {}", health.status());
         }
         api.process.ensure_running().with_context(|| format!("round {round} of seed {seed}"))?;

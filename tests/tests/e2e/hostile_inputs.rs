@@ -45,7 +45,11 @@ async fn a_nul_in_any_string_input_is_bad_user_input(db: TestDb) -> anyhow::Resu
         ("space name", CREATE_SPACE, json!({ "name": nul })),
         ("document title", document, json!({ "s": space, "t": nul, "c": "c" })),
         ("document content", document, json!({ "s": space, "t": "t", "c": nul })),
-        ("member subject", ADD_MEMBER, json!({ "input": { "knowledgeSpaceId": space, "subjectId": nul, "role": "VIEWER" } })),
+        (
+            "member subject",
+            ADD_MEMBER,
+            json!({ "input": { "knowledgeSpaceId": space, "subjectId": nul, "role": "VIEWER" } }),
+        ),
         ("removed subject", remove, json!({ "s": space, "x": nul })),
         ("key name", CREATE_KEY, json!({ "input": { "knowledgeSpaceId": space, "name": nul } })),
         ("task query", CREATE_TASK, task(json!({ "query": nul }))),
@@ -149,7 +153,10 @@ async fn canceling_a_canceled_task_returns_it_unchanged(db: TestDb) -> anyhow::R
     let events = event_count(&api, &token, &id).await?;
     for version in [json!(null), json!(1), first["cancelResearchTask"]["rowVersion"].clone(), json!(999)] {
         let again = api.data(Some(&token), CANCEL, json!({ "id": id, "v": version })).await?;
-        ensure!(again == first, "canceling again (expectedRowVersion {version}) answered {again}, the first cancel {first}");
+        ensure!(
+            again == first,
+            "canceling again (expectedRowVersion {version}) answered {again}, the first cancel {first}"
+        );
     }
     ensure!(event_count(&api, &token, &id).await? == events, "canceling again wrote an event");
     api.stop().await;
@@ -179,7 +186,12 @@ const KEYED_TASK: &str = "mutation($s: UUID!) { createResearchTask(input: {knowl
 async fn task_ids(api: &Api, bearer: &str, space: &str) -> anyhow::Result<Vec<String>> {
     let list = "query($s: UUID!) { researchTasks(knowledgeSpaceId: $s) { edges { node { id } } } }";
     let data = api.data(Some(bearer), list, json!({ "s": space })).await?;
-    Ok(data["researchTasks"]["edges"].as_array().into_iter().flatten().filter_map(|edge| edge["node"]["id"].as_str().map(str::to_owned)).collect())
+    Ok(data["researchTasks"]["edges"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|edge| edge["node"]["id"].as_str().map(str::to_owned))
+        .collect())
 }
 
 async fn replaying_a_key_after_the_member_was_removed_and_re_added_is_a_conflict(db: TestDb) -> anyhow::Result<()> {
@@ -194,11 +206,17 @@ async fn replaying_a_key_after_the_member_was_removed_and_re_added_is_a_conflict
     let remove = "mutation($s: UUID!) { removeKnowledgeSpaceMember(knowledgeSpaceId: $s, subjectId: \"bob\") }";
     api.data(Some(&api.token("alice")), remove, json!({ "s": space })).await?;
     api.member("alice", &space, "bob", "VIEWER").await?;
-    let read = api.data(Some(&bob), crate::api_support::READ_TASK, json!({ "id": created["createResearchTask"]["id"] })).await?;
+    let read = api
+        .data(Some(&bob), crate::api_support::READ_TASK, json!({ "id": created["createResearchTask"]["id"] }))
+        .await?;
     ensure!(read["researchTask"].is_null(), "the old task is readable again: {read}");
     let body = api.call(Some(&bob), KEYED_TASK, json!({ "s": space })).await?;
     ensure!(kfs_tests::server::first_error_code(&body).as_deref() == Some("CONFLICT"), "the replay answered {body}");
-    ensure!(body["data"].is_null() && !body.to_string().contains(created["createResearchTask"]["id"].as_str().unwrap_or("?")), "{body}");
+    ensure!(
+        body["data"].is_null()
+            && !body.to_string().contains(created["createResearchTask"]["id"].as_str().unwrap_or("?")),
+        "{body}"
+    );
     ensure!(task_ids(&api, &bob, &space).await?.is_empty(), "the refused replay created a task");
     api.stop().await;
     Ok(())

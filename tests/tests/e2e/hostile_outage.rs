@@ -18,7 +18,9 @@ pub fn tests() -> Vec<DbTest> {
     db_tests![; postgres_only: requests_answer_503_while_the_database_is_down_and_work_once_it_is_back]
 }
 
-async fn requests_answer_503_while_the_database_is_down_and_work_once_it_is_back(_shared: TestDb) -> anyhow::Result<()> {
+async fn requests_answer_503_while_the_database_is_down_and_work_once_it_is_back(
+    _shared: TestDb,
+) -> anyhow::Result<()> {
     let cluster = PrivatePostgres::start().await?;
     let server = TestServer::start(&cluster.url(), false).await?;
     let api = Api { server, tenant: format!("tenant-{}", Uuid::new_v4().simple()) };
@@ -42,12 +44,22 @@ async fn requests_answer_503_while_the_database_is_down_and_work_once_it_is_back
     let body: Value = response.json().await?;
     eprintln!("hostile_outage: a read answered {status} {:?} after the database stopped", started.elapsed());
     ensure!(status == 503, "a read with the database down answered {status}: {body}");
-    ensure!(retry_after.as_deref().and_then(|value| value.parse::<u32>().ok()).is_some(), "no Retry-After: {retry_after:?}");
+    ensure!(
+        retry_after.as_deref().and_then(|value| value.parse::<u32>().ok()).is_some(),
+        "no Retry-After: {retry_after:?}"
+    );
     ensure!(kfs_tests::server::first_error_code(&body).as_deref() == Some("SERVICE_UNAVAILABLE"), "{body}");
-    ensure!(!body.to_string().contains("127.0.0.1") && !body.to_string().to_lowercase().contains("connection"), "the answer leaks the cause: {body}");
+    ensure!(
+        !body.to_string().contains("127.0.0.1") && !body.to_string().to_lowercase().contains("connection"),
+        "the answer leaks the cause: {body}"
+    );
     // A key is authenticated against the database: that path answers the same.
-    let (status, body) = api.server.post(Some("kfs_00000000000000000000000000000000_00"), "{ viewer { subjectId } }", json!({})).await?;
-    ensure!(status == 503 && kfs_tests::server::first_error_code(&body).as_deref() == Some("SERVICE_UNAVAILABLE"), "{status} {body}");
+    let (status, body) =
+        api.server.post(Some("kfs_00000000000000000000000000000000_00"), "{ viewer { subjectId } }", json!({})).await?;
+    ensure!(
+        status == 503 && kfs_tests::server::first_error_code(&body).as_deref() == Some("SERVICE_UNAVAILABLE"),
+        "{status} {body}"
+    );
     let ready = api.server.http.get(format!("{}/readyz", api.server.server.base_url())).send().await?;
     ensure!(ready.status().as_u16() == 503, "/readyz answered {}", ready.status());
 

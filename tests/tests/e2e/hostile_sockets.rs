@@ -77,7 +77,13 @@ async fn key_refused_after(db: TestDb, change: &str) -> anyhow::Result<()> {
         None => closed_with(&mut client).await?,
     };
     ensure!(closed == 4403, "the socket was closed with {closed}, not 4403");
-    let tasks = api.data(Some(&api.token("alice")), "query($s: UUID!) { researchTasks(knowledgeSpaceId: $s) { edges { node { query } } } }", json!({ "s": space })).await?;
+    let tasks = api
+        .data(
+            Some(&api.token("alice")),
+            "query($s: UUID!) { researchTasks(knowledgeSpaceId: $s) { edges { node { query } } } }",
+            json!({ "s": space }),
+        )
+        .await?;
     ensure!(!tasks.to_string().contains("after the change"), "the dead key created a task: {tasks}");
     api.stop().await;
     Ok(())
@@ -92,7 +98,8 @@ async fn closed_with(client: &mut WsClient) -> anyhow::Result<u16> {
         match client.recv_within(left).await.context("the server kept the connection open")? {
             Frame::Closed(Some(code), _) => return Ok(code),
             Frame::Closed(None, reason) => bail!("the connection ended without a close frame: {reason}"),
-            Frame::Message(message) if matches!(message["type"].as_str(), Some("next" | "complete" | "error" | "ping")) => {}
+            Frame::Message(message)
+                if matches!(message["type"].as_str(), Some("next" | "complete" | "error" | "ping")) => {}
             Frame::Message(message) => bail!("unexpected {message}"),
         }
     }
@@ -117,7 +124,10 @@ async fn a_revoked_key_ends_running_subscriptions_as_unauthenticated_and_closes_
     take(&mut client, "feed", 1).await?;
 
     api.data(Some(&api.token("alice")), REVOKE_KEY, json!({ "id": key_id })).await?;
-    match tokio::time::timeout(CLOSE_DEADLINE, client.next_event()).await.context("the subscription outlived its key")?? {
+    match tokio::time::timeout(CLOSE_DEADLINE, client.next_event())
+        .await
+        .context("the subscription outlived its key")??
+    {
         Event::Next(id, payload) if id == "feed" => {
             let code = kfs_tests::ws::error_code(&payload);
             ensure!(code == Some("UNAUTHENTICATED"), "the subscription ended with {payload}");
@@ -173,8 +183,13 @@ async fn a_member_removed_from_a_space_keeps_a_working_connection(db: TestDb) ->
     take(&mut client, "feed", 1).await?;
     let remove = "mutation($s: UUID!) { removeKnowledgeSpaceMember(knowledgeSpaceId: $s, subjectId: \"bob\") }";
     api.data(Some(&api.token("alice")), remove, json!({ "s": space })).await?;
-    match tokio::time::timeout(CLOSE_DEADLINE, client.next_event()).await.context("the subscription outlived the grant")?? {
-        Event::Next(id, payload) if id == "feed" => ensure!(kfs_tests::ws::error_code(&payload) == Some("FORBIDDEN"), "{payload}"),
+    match tokio::time::timeout(CLOSE_DEADLINE, client.next_event())
+        .await
+        .context("the subscription outlived the grant")??
+    {
+        Event::Next(id, payload) if id == "feed" => {
+            ensure!(kfs_tests::ws::error_code(&payload) == Some("FORBIDDEN"), "{payload}")
+        }
         other => bail!("expected FORBIDDEN, got {other:?}"),
     }
     ensure!(client.next_event().await? == Event::Complete("feed".into()));
@@ -206,7 +221,10 @@ async fn a_result_larger_than_the_old_write_buffer_is_delivered(db: TestDb) -> a
     let mut client = WsClient::connect_and_init(&api.server.ws_url(), Some(&api.token("alice"))).await?;
     client.subscribe("big", CONTENTS, json!({ "s": space })).await?;
     let results = client.collect("big").await?;
-    ensure!(results.len() == 1 && results[0] == over_http, "the socket delivered something other than what HTTP returned");
+    ensure!(
+        results.len() == 1 && results[0] == over_http,
+        "the socket delivered something other than what HTTP returned"
+    );
     ensure!(results[0].to_string().len() > 400 * 1024, "the result was only {} bytes", results[0].to_string().len());
     api.stop().await;
     Ok(())
@@ -217,7 +235,10 @@ async fn a_result_over_the_response_limit_fails_only_its_operation(db: TestDb) -
     let space = api.space("alice").await?;
     documents_totalling(&api, &space, 100 * 1024, 300 * 1024).await?;
     let token = api.token("alice");
-    ensure!(api.code(Some(&token), CONTENTS, json!({ "s": space })).await? == "TOO_COMPLEX", "HTTP served a result over its limit");
+    ensure!(
+        api.code(Some(&token), CONTENTS, json!({ "s": space })).await? == "TOO_COMPLEX",
+        "HTTP served a result over its limit"
+    );
     let mut client = WsClient::connect_and_init(&api.server.ws_url(), Some(&token)).await?;
     client.subscribe("big", CONTENTS, json!({ "s": space })).await?;
     ensure!(refused_on_socket(&mut client, "big").await? == "TOO_COMPLEX");

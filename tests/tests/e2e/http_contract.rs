@@ -49,7 +49,11 @@ async fn graphql_http_audit_reports_no_error_and_no_warning(db: TestDb) -> anyho
         .context("running node")?;
     let report = String::from_utf8_lossy(&output.stdout);
     println!("{report}");
-    ensure!(output.status.success(), "graphql-http audit failed:\n{report}\n{}", String::from_utf8_lossy(&output.stderr));
+    ensure!(
+        output.status.success(),
+        "graphql-http audit failed:\n{report}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     ensure!(report.contains("0 warnings, 0 errors"), "unexpected audit summary: {report}");
     server.stop().await;
     Ok(())
@@ -148,7 +152,8 @@ async fn graphql_response_json_gets_400_for_an_invalid_document(db: TestDb) -> a
         .send()
         .await?;
     ensure!(response.status().as_u16() == 400, "status {}", response.status());
-    let content_type = response.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    let content_type =
+        response.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
     ensure!(content_type.starts_with("application/graphql-response+json"), "{content_type}");
     let body: Value = response.json().await?;
     ensure!(body.get("data").is_none(), "no data entry: {body}");

@@ -47,11 +47,15 @@ enum Outage {
     Down(Duration),
 }
 
-async fn a_subscriber_gets_every_sequence_once_from_a_worker_process_across_a_postgres_restart(_shared: TestDb) -> anyhow::Result<()> {
+async fn a_subscriber_gets_every_sequence_once_from_a_worker_process_across_a_postgres_restart(
+    _shared: TestDb,
+) -> anyhow::Result<()> {
     follow_through(Outage::Restart).await
 }
 
-async fn a_subscriber_gets_every_sequence_once_after_postgres_was_down_for_seconds(_shared: TestDb) -> anyhow::Result<()> {
+async fn a_subscriber_gets_every_sequence_once_after_postgres_was_down_for_seconds(
+    _shared: TestDb,
+) -> anyhow::Result<()> {
     follow_through(Outage::Down(OUTAGE)).await
 }
 
@@ -117,7 +121,8 @@ async fn follow_through(outage: Outage) -> anyhow::Result<()> {
     api.process.ensure_running()?;
     worker.ensure_running()?;
 
-    let delivered: Vec<i64> = payloads.iter().map(|payload| sequence_of(payload, "researchTaskProgress")).collect::<Result<_, _>>()?;
+    let delivered: Vec<i64> =
+        payloads.iter().map(|payload| sequence_of(payload, "researchTaskProgress")).collect::<Result<_, _>>()?;
     let stored = client.run(READ_TASK, json!({ "id": task })).await?;
     ensure!(stored["researchTask"]["stage"] == "COMPLETED", "the feed completed, the task did not: {stored}");
     let written = stored["researchTask"]["progressEvents"].as_array().map_or(0, Vec::len) as i64;
@@ -156,7 +161,9 @@ async fn space_with_documents(client: &GraphqlClient) -> anyhow::Result<String> 
     let space = data.pointer("/createKnowledgeSpace/id").and_then(Value::as_str).context("no space id")?.to_owned();
     for (title, content) in DOCUMENTS {
         let query = "mutation($input: AddKnowledgeDocumentInput!) { addKnowledgeDocument(input: $input) { id } }";
-        client.run(query, json!({ "input": { "knowledgeSpaceId": space, "title": title, "content": content } })).await?;
+        client
+            .run(query, json!({ "input": { "knowledgeSpaceId": space, "title": title, "content": content } }))
+            .await?;
     }
     Ok(space)
 }

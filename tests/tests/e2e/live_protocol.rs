@@ -44,9 +44,12 @@ async fn live_task(api: &Api) -> anyhow::Result<(String, String)> {
 async fn messages_the_server_cannot_understand_close_with_4400(db: TestDb) -> anyhow::Result<()> {
     let api = Api::start(&db).await?;
     let token = api.token("alice");
-    let subscribe_without_id = json!({ "type": "subscribe", "payload": { "query": "subscription { __typename }" } }).to_string();
+    let subscribe_without_id =
+        json!({ "type": "subscribe", "payload": { "query": "subscription { __typename }" } }).to_string();
     let unknown_type = json!({ "type": "start", "id": "1", "payload": { "query": "{ __typename }" } }).to_string();
-    let variables_not_a_map = json!({ "type": "subscribe", "id": "1", "payload": { "query": "{ __typename }", "variables": [1] } }).to_string();
+    let variables_not_a_map =
+        json!({ "type": "subscribe", "id": "1", "payload": { "query": "{ __typename }", "variables": [1] } })
+            .to_string();
     for text in ["this is not JSON", "{\"id\": \"1\"}", &subscribe_without_id, &unknown_type, &variables_not_a_map] {
         let mut client = WsClient::connect_and_init(&api.server.ws_url(), Some(&token)).await?;
         client.send_text(text).await?;
@@ -159,8 +162,14 @@ async fn the_server_pings_an_idle_connection_at_its_interval(db: TestDb) -> anyh
         client.send(json!({ "type": "pong" })).await?;
     }
     let elapsed = opened.elapsed();
-    ensure!(elapsed >= Duration::from_millis(3 * INTERVAL_MS), "three pings within {elapsed:?}: faster than the interval");
-    eprintln!("live_protocol ({}): three keep-alive pings in {elapsed:?} (interval {INTERVAL_MS} ms)", db.backend.name());
+    ensure!(
+        elapsed >= Duration::from_millis(3 * INTERVAL_MS),
+        "three pings within {elapsed:?}: faster than the interval"
+    );
+    eprintln!(
+        "live_protocol ({}): three keep-alive pings in {elapsed:?} (interval {INTERVAL_MS} ms)",
+        db.backend.name()
+    );
     client.close().await?;
     api.stop().await;
     Ok(())
@@ -186,7 +195,8 @@ async fn an_operation_past_the_per_connection_limit_gets_an_error_for_its_id_alo
     journal.cancel().await?;
     let delivered = client.collect_all(&["a", "b"]).await?;
     for (operation, payloads) in &delivered {
-        let sequences: Vec<i64> = payloads.iter().map(|payload| sequence_of(payload, "researchTaskProgress")).collect::<Result<_, _>>()?;
+        let sequences: Vec<i64> =
+            payloads.iter().map(|payload| sequence_of(payload, "researchTaskProgress")).collect::<Result<_, _>>()?;
         ensure!(sequences == [1, 2], "operation {operation} got {sequences:?}");
     }
     // A finished operation frees its place.
@@ -202,7 +212,10 @@ async fn connections_past_the_process_limit_are_refused_until_one_closes(db: Tes
     let token = api.token("alice");
     let first = WsClient::connect_and_init(&api.server.ws_url(), Some(&token)).await?;
     let refused = WsClient::connect(&api.server.ws_url(), TRANSPORT_WS).await.err().map(|error| format!("{error:#}"));
-    ensure!(refused.as_deref().is_some_and(|error| error.contains("503")), "a second connection should get 503, got {refused:?}");
+    ensure!(
+        refused.as_deref().is_some_and(|error| error.contains("503")),
+        "a second connection should get 503, got {refused:?}"
+    );
     first.close().await?;
     // The permit comes back when the server has finished with the closed connection.
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -224,13 +237,17 @@ async fn connections_past_the_process_limit_are_refused_until_one_closes(db: Tes
     Ok(())
 }
 
-async fn the_legacy_graphql_ws_protocol_acknowledges_starts_streams_data_and_completes(db: TestDb) -> anyhow::Result<()> {
+async fn the_legacy_graphql_ws_protocol_acknowledges_starts_streams_data_and_completes(
+    db: TestDb,
+) -> anyhow::Result<()> {
     let api = Api::start(&db).await?;
     let (id, token) = live_task(&api).await?;
     let mut journal = Journal::of(&api, "alice", &id, 0)?;
     journal.toggle().await?;
     let mut client = WsClient::connect(&api.server.ws_url(), LEGACY_GRAPHQL_WS).await?;
-    client.send(json!({ "type": "connection_init", "payload": { "Authorization": format!("Bearer {token}") } })).await?;
+    client
+        .send(json!({ "type": "connection_init", "payload": { "Authorization": format!("Bearer {token}") } }))
+        .await?;
     let ack = client.recv().await?;
     ensure!(ack == Frame::Message(json!({ "type": "connection_ack" })), "{ack:?}");
     let payload = json!({ "query": PROGRESS, "variables": { "task": id, "after": 0 } });
@@ -240,7 +257,9 @@ async fn the_legacy_graphql_ws_protocol_acknowledges_starts_streams_data_and_com
     let live = client.recv().await?;
     for (frame, sequence, event) in [(&replayed, 1, "PAUSED"), (&live, 2, "CANCELED")] {
         let expected = json!({ "sequence": sequence, "eventType": event, "stage": event });
-        let wanted = Frame::Message(json!({ "type": "data", "id": "legacy", "payload": { "data": { "researchTaskProgress": expected } } }));
+        let wanted = Frame::Message(
+            json!({ "type": "data", "id": "legacy", "payload": { "data": { "researchTaskProgress": expected } } }),
+        );
         ensure!(*frame == wanted, "expected {wanted:?}, got {frame:?}");
     }
     let complete = client.recv().await?;
@@ -284,7 +303,11 @@ async fn a_client_that_stops_reading_is_closed_with_1013_once_it_drains_its_back
             Frame::Closed(code, reason) => break (code, reason),
         }
     };
-    println!("live_protocol ({}): slow client closed with {code:?} after {delivered} results, {:?} of draining", db.backend.name(), started.elapsed());
+    println!(
+        "live_protocol ({}): slow client closed with {code:?} after {delivered} results, {:?} of draining",
+        db.backend.name(),
+        started.elapsed()
+    );
     ensure!(code == Some(1013), "closed with {code:?} {reason:?}, not 1013");
     ensure!(delivered < 80, "the server delivered all {delivered} results, so the client was never too slow");
     api.stop().await;

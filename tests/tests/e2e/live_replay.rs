@@ -30,7 +30,9 @@ const BEFORE: usize = 250;
 /// Events committed while the subscription runs, before the terminal one.
 const DURING: usize = 150;
 
-async fn every_sequence_arrives_once_in_order_while_events_commit_during_a_replay_of_several_batches(db: TestDb) -> anyhow::Result<()> {
+async fn every_sequence_arrives_once_in_order_while_events_commit_during_a_replay_of_several_batches(
+    db: TestDb,
+) -> anyhow::Result<()> {
     let api = Api::start(&db).await?;
     let space = api.space("alice").await?;
     let token = api.token("alice");

@@ -29,8 +29,7 @@ const END_DEADLINE: Duration = Duration::from_secs(5);
 
 const REVOKE_KEY: &str = "mutation($id: UUID!) { revokeApiKey(id: $id) { id revokedAt } }";
 const ROTATE_KEY: &str = "mutation($id: UUID!) { rotateApiKey(id: $id) { secret apiKey { revision } } }";
-const REMOVE_MEMBER: &str =
-    "mutation($space: UUID!, $subject: String!) { removeKnowledgeSpaceMember(knowledgeSpaceId: $space, subjectId: $subject) }";
+const REMOVE_MEMBER: &str = "mutation($space: UUID!, $subject: String!) { removeKnowledgeSpaceMember(knowledgeSpaceId: $space, subjectId: $subject) }";
 
 /// A connection of `bearer` following its own task `id`, which holds one event; returns once
 /// that event arrived, so the subscription demonstrably runs.
@@ -48,12 +47,16 @@ async fn following(api: &Api, bearer: &str, id: &str) -> anyhow::Result<WsClient
 async fn ended_with_error(client: &mut WsClient) -> anyhow::Result<String> {
     let code = tokio::time::timeout(END_DEADLINE, async {
         match client.next_event().await? {
-            Event::Next(id, payload) if id == "feed" => error_code(&payload).map(str::to_owned).with_context(|| format!("expected an error, got {payload}")),
+            Event::Next(id, payload) if id == "feed" => {
+                error_code(&payload).map(str::to_owned).with_context(|| format!("expected an error, got {payload}"))
+            }
             other => bail!("expected the subscription's error, got {other:?}"),
         }
     })
     .await
-    .with_context(|| format!("the subscription was still running {END_DEADLINE:?} after the grant stopped holding"))??;
+    .with_context(|| {
+        format!("the subscription was still running {END_DEADLINE:?} after the grant stopped holding")
+    })??;
     match client.next_event().await? {
         Event::Complete(id) if id == "feed" => Ok(code),
         other => bail!("expected complete after the error, got {other:?}"),
@@ -65,11 +68,15 @@ async fn ended_with_error(client: &mut WsClient) -> anyhow::Result<String> {
 async fn refusal(client: &mut WsClient, id: &str, task: &str) -> anyhow::Result<String> {
     client.subscribe(id, PROGRESS, json!({ "task": task, "after": 0 })).await?;
     match client.next_event().await? {
-        Event::Error(from, errors) if from == id => {
-            errors.pointer("/0/extensions/code").and_then(Value::as_str).map(str::to_owned).with_context(|| format!("no code in {errors}"))
-        }
+        Event::Error(from, errors) if from == id => errors
+            .pointer("/0/extensions/code")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .with_context(|| format!("no code in {errors}")),
         Event::Next(from, payload) if from == id => {
-            let code = error_code(&payload).map(str::to_owned).with_context(|| format!("a refused subscription delivered {payload}"))?;
+            let code = error_code(&payload)
+                .map(str::to_owned)
+                .with_context(|| format!("a refused subscription delivered {payload}"))?;
             ensure!(client.next_event().await? == Event::Complete(id.to_owned()), "no complete after the refusal");
             Ok(code)
         }
@@ -108,7 +115,10 @@ async fn key_subscription_ended_by(db: TestDb, mutation: &str, what: &str) -> an
     let code = ended_with_error(&mut client).await?;
     let latency = committed.elapsed();
     ensure!(code == "FORBIDDEN" || code == "UNAUTHENTICATED", "{what}: the subscription ended with {code}");
-    eprintln!("live_revocation ({}): {what} ended the key's subscription ({code}) {latency:?} after the commit", db.backend.name());
+    eprintln!(
+        "live_revocation ({}): {what} ended the key's subscription ({code}) {latency:?} after the commit",
+        db.backend.name()
+    );
     // The connection's own credential died with the key: the server closes it (4403).
     ensure!(closed_after_refusals(&mut client, &id).await? == 4403, "{what}: the connection was not closed with 4403");
     api.stop().await;
@@ -136,7 +146,10 @@ async fn removing_the_member_ends_their_live_subscription_with_an_error(db: Test
     let code = ended_with_error(&mut client).await?;
     let latency = committed.elapsed();
     ensure!(code == "FORBIDDEN" || code == "UNAUTHENTICATED", "the subscription ended with {code}");
-    eprintln!("live_revocation ({}): removing the member ended their subscription ({code}) {latency:?} after the commit", db.backend.name());
+    eprintln!(
+        "live_revocation ({}): removing the member ended their subscription ({code}) {latency:?} after the commit",
+        db.backend.name()
+    );
     let again = refusal(&mut client, "again", &id).await?;
     ensure!(again == "NOT_FOUND", "a removed member subscribing again answered {again}");
     api.stop().await;
@@ -161,7 +174,10 @@ async fn a_jwt_expiring_while_subscribed_ends_the_subscription_as_unauthenticate
     let after_expiry_ms = entity::now_millis() - exp * 1000;
     ensure!(code == "UNAUTHENTICATED", "an expired token's subscription ended with {code}");
     ensure!(after_expiry_ms >= 0, "the subscription ended {}ms before the token expired", -after_expiry_ms);
-    eprintln!("live_revocation ({}): the JWT's expiry ended its subscription {after_expiry_ms} ms after exp", db.backend.name());
+    eprintln!(
+        "live_revocation ({}): the JWT's expiry ended its subscription {after_expiry_ms} ms after exp",
+        db.backend.name()
+    );
     // Nothing more is served under the expired token: the server closes the connection.
     ensure!(closed_after_refusals(&mut client, &id).await? == 4403, "the connection outlived its token");
     api.stop().await;

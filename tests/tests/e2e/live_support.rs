@@ -98,9 +98,13 @@ pub fn assert_exactly(what: &str, got: &[i64], from: i64, to: i64) -> anyhow::Re
         return Ok(());
     }
     // Name the duplicates and the gaps: in a list of hundreds they are hard to spot.
-    let duplicated: Vec<i64> = got.iter().enumerate().filter(|(index, seq)| got[..*index].contains(seq)).map(|(_, seq)| *seq).collect();
+    let duplicated: Vec<i64> =
+        got.iter().enumerate().filter(|(index, seq)| got[..*index].contains(seq)).map(|(_, seq)| *seq).collect();
     let missing: Vec<i64> = expected.iter().copied().filter(|seq| !got.contains(seq)).collect();
-    bail!("{what}: expected {from}..={to} once each, in order; got {} (duplicated {duplicated:?}, missing {missing:?}): {got:?}", got.len())
+    bail!(
+        "{what}: expected {from}..={to} once each, in order; got {} (duplicated {duplicated:?}, missing {missing:?}): {got:?}",
+        got.len()
+    )
 }
 
 /// The next `count` `next` payloads of operation `id`; anything else (another operation,

@@ -101,10 +101,21 @@ async fn partial_results_replay_what_the_worker_wrote_then_follow_the_rest_live_
     let api = Api::start(&db).await?;
     // The embedded worker's loops, on the server's pool and notifier, started here so the
     // test can hold the engine at one stage.
-    let engine = Arc::new(HeldAtAnalysis { inner: BuiltinEngine::default(), reached: Arc::default(), gate: Arc::new(Semaphore::new(0)) });
+    let engine = Arc::new(HeldAtAnalysis {
+        inner: BuiltinEngine::default(),
+        reached: Arc::default(),
+        gate: Arc::new(Semaphore::new(0)),
+    });
     let (shutdown, tracker) = (CancellationToken::new(), TaskTracker::new());
     let state = &api.server.server.state;
-    worker::runtime::spawn_with_engine(state.db.clone(), state.notifier.clone(), settings("live-worker"), engine.clone(), shutdown.clone(), &tracker);
+    worker::runtime::spawn_with_engine(
+        state.db.clone(),
+        state.notifier.clone(),
+        settings("live-worker"),
+        engine.clone(),
+        shutdown.clone(),
+        &tracker,
+    );
 
     let (space, token) = space_with_documents(&api).await?;
     let id = research_task(&api, &token, &space).await?;
@@ -120,7 +131,9 @@ async fn partial_results_replay_what_the_worker_wrote_then_follow_the_rest_live_
     client.subscribe("progress", PROGRESS, json!({ "task": id, "after": 0 })).await?;
     let mut replayed = receive(&mut client, &[("partials", retrieved), ("progress", progressed)]).await?;
     engine.gate.add_permits(1);
-    let live = tokio::time::timeout(RUN_DEADLINE, client.collect_all(&["partials", "progress"])).await.context("the run never completed")??;
+    let live = tokio::time::timeout(RUN_DEADLINE, client.collect_all(&["partials", "progress"]))
+        .await
+        .context("the run never completed")??;
 
     for (id, rest) in live {
         replayed.entry(id).or_default().extend(rest);
@@ -128,13 +141,17 @@ async fn partial_results_replay_what_the_worker_wrote_then_follow_the_rest_live_
     let partials = replayed.remove("partials").unwrap_or_default();
     let progress = replayed.remove("progress").unwrap_or_default();
     let after = api.data(Some(&token), READ_TASK, json!({ "id": id })).await?;
-    ensure!(after["researchTask"]["stage"] == "COMPLETED" && after["researchTask"]["answerTrace"]["answer"].is_string(), "{after}");
+    ensure!(
+        after["researchTask"]["stage"] == "COMPLETED" && after["researchTask"]["answerTrace"]["answer"].is_string(),
+        "{after}"
+    );
     let written = after["researchTask"]["partialResults"].as_array().map_or(0, Vec::len);
     ensure!(written == retrieved + 1, "analysis should add exactly the evidence bundle: {after}");
     assert_exactly("partial results", &sequences(&partials, "researchTaskPartialResults")?, 1, written as i64)?;
     let evidence = partials.last().and_then(|last| last.pointer("/data/researchTaskPartialResults/evidenceBundle"));
     ensure!(
-        evidence.is_some_and(|bundle| bundle["kind"] == "evidence" && bundle["evidence"].as_array().is_some_and(|items| !items.is_empty())),
+        evidence.is_some_and(|bundle| bundle["kind"] == "evidence"
+            && bundle["evidence"].as_array().is_some_and(|items| !items.is_empty())),
         "the live partial result should be a non-empty evidence bundle: {evidence:?}"
     );
     let events = after["researchTask"]["progressEvents"].as_array().map_or(0, Vec::len);
@@ -158,17 +175,22 @@ async fn partial_results_replay_what_the_worker_wrote_then_follow_the_rest_live_
 /// else (an error, a complete, the close).
 async fn receive(client: &mut WsClient, wanted: &[(&str, usize)]) -> anyhow::Result<BTreeMap<String, Vec<Value>>> {
     let mut got: BTreeMap<String, Vec<Value>> = BTreeMap::new();
-    let short = |got: &BTreeMap<String, Vec<Value>>| wanted.iter().any(|(id, count)| got.get(*id).map_or(0, Vec::len) < *count);
+    let short =
+        |got: &BTreeMap<String, Vec<Value>>| wanted.iter().any(|(id, count)| got.get(*id).map_or(0, Vec::len) < *count);
     while short(&got) {
         match client.next_event().await? {
-            Event::Next(id, payload) if wanted.iter().any(|(wanted, _)| *wanted == id) => got.entry(id).or_default().push(payload),
+            Event::Next(id, payload) if wanted.iter().any(|(wanted, _)| *wanted == id) => {
+                got.entry(id).or_default().push(payload)
+            }
             other => bail!("replaying {wanted:?} (have {got:?}): {other:?}"),
         }
     }
     Ok(got)
 }
 
-async fn the_graphql_ws_npm_client_gets_every_progress_event_of_an_embedded_worker_run_once(db: TestDb) -> anyhow::Result<()> {
+async fn the_graphql_ws_npm_client_gets_every_progress_event_of_an_embedded_worker_run_once(
+    db: TestDb,
+) -> anyhow::Result<()> {
     let dir = node_clients()?;
     let api = api_with(&db, |settings| settings.embedded_worker = true).await?;
     let (space, token) = space_with_documents(&api).await?;

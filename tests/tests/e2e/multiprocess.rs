@@ -42,18 +42,28 @@ const COMPLETED_BEFORE_KILL: u64 = 20;
 /// The progress events of a task that ran to its answer, in sequence order: the first
 /// claim's `started`, one `stage_changed` per boundary, then completion. A re-run after a
 /// crash must add nothing to this list.
-const EXPECTED_EVENTS: [&str; 5] = ["started", "stage:retrieving", "stage:analyzing", "stage:generating", "stage:completed"];
+const EXPECTED_EVENTS: [&str; 5] =
+    ["started", "stage:retrieving", "stage:analyzing", "stage:generating", "stage:completed"];
 
 /// What the knowledge space holds, so the built-in engine retrieves real evidence.
 const DOCUMENTS: &[(&str, &str)] = &[
-    ("Leases", "A lease is a time-bounded claim on a job. A worker renews its lease with heartbeats while a stage runs."),
+    (
+        "Leases",
+        "A lease is a time-bounded claim on a job. A worker renews its lease with heartbeats while a stage runs.",
+    ),
     ("Fencing tokens", "Every write carries the lease token. A stale worker whose lease expired writes nothing."),
     ("Crash recovery", "When a worker process dies its lease expires, and another worker claims the job again."),
     ("Checkpoints", "Each stage boundary commits the new stage, its progress event and its partial results at once."),
-    ("Idempotency", "Progress events and partial results are idempotent on their key, so a re-run writes nothing twice."),
+    (
+        "Idempotency",
+        "Progress events and partial results are idempotent on their key, so a re-run writes nothing twice.",
+    ),
     ("Retry backoff", "Failed attempts are retried with exponential backoff and jitter."),
     ("Outbox", "Every delivery of a job to the queue is an outbox row written in the job's own transaction."),
-    ("Notifications", "PostgreSQL LISTEN and NOTIFY wake workers up; polling keeps them correct when a wake-up is lost."),
+    (
+        "Notifications",
+        "PostgreSQL LISTEN and NOTIFY wake workers up; polling keeps them correct when a wake-up is lost.",
+    ),
     ("Gardening", "Tomatoes need sun and regular watering; basil grows well beside them."),
     ("Tides", "Tides are caused by the gravitational pull of the moon and the sun on the oceans."),
 ];
@@ -220,10 +230,14 @@ async fn assert_each_task_completed_once(
     }
     for id in stranded {
         let attempts = jobs.iter().find(|job| job.id == *id).map_or(0, |job| job.execution_attempts);
-        anyhow::ensure!(attempts >= 2, "stranded task {id} completed after {attempts} claim(s), so nobody re-claimed it");
+        anyhow::ensure!(
+            attempts >= 2,
+            "stranded task {id} completed after {attempts} claim(s), so nobody re-claimed it"
+        );
     }
 
-    let traces = answer_trace::Entity::find().filter(answer_trace::Column::KnowledgeSpaceId.eq(space)).all(&db.db).await?;
+    let traces =
+        answer_trace::Entity::find().filter(answer_trace::Column::KnowledgeSpaceId.eq(space)).all(&db.db).await?;
     let mut traces_per_task: HashMap<Option<Uuid>, usize> = HashMap::new();
     for trace in &traces {
         *traces_per_task.entry(trace.research_task_id).or_default() += 1;
@@ -257,7 +271,12 @@ async fn assert_each_task_completed_once(
         .all(&db.db)
         .await?;
     let with_partials = group(partials, |result| result.research_task_job_id);
-    anyhow::ensure!(with_partials.len() == tasks.len(), "{} of {} tasks have partial results", with_partials.len(), tasks.len());
+    anyhow::ensure!(
+        with_partials.len() == tasks.len(),
+        "{} of {} tasks have partial results",
+        with_partials.len(),
+        tasks.len()
+    );
     for (id, results) in with_partials {
         let sequences: Vec<i32> = results.iter().map(|result| result.sequence).collect();
         assert_gapless(&format!("task {id}'s partial results"), &sequences)?;
@@ -279,9 +298,8 @@ fn group<T>(rows: Vec<T>, task: impl Fn(&T) -> Uuid) -> HashMap<Uuid, Vec<T>> {
 
 /// A space of the caller's, holding [`DOCUMENTS`].
 async fn create_space_with_documents(client: &GraphqlClient) -> anyhow::Result<Uuid> {
-    let data = client
-        .run("mutation { createKnowledgeSpace(input: { name: \"Multiprocess\" }) { id } }", json!({}))
-        .await?;
+    let data =
+        client.run("mutation { createKnowledgeSpace(input: { name: \"Multiprocess\" }) { id } }", json!({})).await?;
     let space = uuid_at(&data, "/createKnowledgeSpace/id")?;
     for (title, content) in DOCUMENTS {
         let query = "mutation($input: AddKnowledgeDocumentInput!) { addKnowledgeDocument(input: $input) { id } }";
@@ -322,7 +340,10 @@ async fn assert_api_shows_the_answer(client: &GraphqlClient, id: Uuid) -> anyhow
     let data = client.run(query, json!({ "id": id })).await?;
     let task = data.get("researchTask").context("no researchTask")?;
     anyhow::ensure!(task["stage"] == "COMPLETED", "the API shows task {id} as {task}");
-    anyhow::ensure!(task["answerTrace"]["researchTaskId"] == json!(id), "the API shows task {id} without its answer: {task}");
+    anyhow::ensure!(
+        task["answerTrace"]["researchTaskId"] == json!(id),
+        "the API shows task {id} without its answer: {task}"
+    );
     let events = task["progressEvents"].as_array().context("no progressEvents")?;
     let last = events.last().context("no progress events")?;
     anyhow::ensure!(

@@ -40,7 +40,10 @@ async fn replay_unrecorded(db: &TestDb, versions: &[&str]) -> anyhow::Result<()>
     schema::assert_same(&before, &schema::dump(db).await?)?;
     ensure!(db.count_where("research_task_jobs", "id", task.job.id).await? == 1, "the replay lost the task");
     let grant = task.job.permission_snapshot_id;
-    ensure!(db.count_where("knowledge_space_permission_snapshots", "id", grant).await? == 1, "the replay lost the grant");
+    ensure!(
+        db.count_where("knowledge_space_permission_snapshots", "id", grant).await? == 1,
+        "the replay lost the grant"
+    );
     let recorded = db.strings("SELECT version FROM seaql_migrations ORDER BY version", []).await?;
     ensure!(recorded == migration_names(), "recorded after the replay: {recorded:?}");
     Ok(())
@@ -75,7 +78,10 @@ async fn a_seed_half_applied_by_another_runner_migrates_to_the_clean_schema(db: 
         let what = format!("seed cut before DO block {}", block + 1);
         let half = db.empty_sibling().await?;
         Migrator::up(&half.db, Some(before_seed)).await.context("migrating up to the seed")?;
-        half.db.execute_unprepared(&SEED_SQL[..cut]).await.with_context(|| format!("{what}: running the first part"))?;
+        half.db
+            .execute_unprepared(&SEED_SQL[..cut])
+            .await
+            .with_context(|| format!("{what}: running the first part"))?;
         Migrator::up(&half.db, None).await.with_context(|| format!("{what}: migrating"))?;
         schema::assert_same(&clean, &schema::dump(&half).await?).context(what)?;
     }

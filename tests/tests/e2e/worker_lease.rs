@@ -5,9 +5,7 @@ use kfs_tests::{DbTest, TestDb, db_tests, fixtures};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde_json::json;
 use worker::Notifier;
-use worker::lifecycle::{
-    self, Checkpoint, Completion, FailOutcome, Failure, LifecycleError, RetryPolicy, TaskRef,
-};
+use worker::lifecycle::{self, Checkpoint, Completion, FailOutcome, Failure, LifecycleError, RetryPolicy, TaskRef};
 
 use crate::worker_support::{events, partials, reload};
 
@@ -56,7 +54,9 @@ async fn first_claim_moves_the_task_to_planning_and_leases_its_delivery(db: Test
     anyhow::ensure!(row.row_version == task.job.row_version + 1);
     anyhow::ensure!(row.lease_expires_at == Some(now + LEASE_MS) && row.heartbeat_at == Some(now));
     let started = events(&db, row.id).await?;
-    anyhow::ensure!(started.len() == 1 && started[0].idempotency_key == "started" && started[0].stage == Stage::Planning);
+    anyhow::ensure!(
+        started.len() == 1 && started[0].idempotency_key == "started" && started[0].stage == Stage::Planning
+    );
     let delivery = outbox::Entity::find().filter(outbox::Column::ResearchTaskJobId.eq(row.id)).one(&db.db).await?;
     anyhow::ensure!(delivery.map(|d| d.status) == Some(OutboxStatus::Leased));
     // Nothing else is due: the lease is live.
@@ -118,12 +118,19 @@ async fn failed_attempts_back_off_and_the_last_one_fails_for_good(db: TestDb) ->
             FailOutcome::Retrying { retry_at } if attempt < 3 => {
                 let ceiling = (1_000_i64 << (attempt - 1)).min(1_500);
                 let delay = retry_at - before;
-                anyhow::ensure!(delay >= ceiling / 2 - 5 && delay <= ceiling + 1_000, "attempt {attempt} backs off {delay} ms");
+                anyhow::ensure!(
+                    delay >= ceiling / 2 - 5 && delay <= ceiling + 1_000,
+                    "attempt {attempt} backs off {delay} ms"
+                );
                 let row = reload(&db, task.job.id).await?;
-                anyhow::ensure!(row.lease_token.is_none() && row.stage == Stage::Planning && row.retry_at == Some(retry_at));
+                anyhow::ensure!(
+                    row.lease_token.is_none() && row.stage == Stage::Planning && row.retry_at == Some(retry_at)
+                );
                 anyhow::ensure!(row.error.as_deref() == Some(format!("flaky {attempt}").as_str()));
                 // Not due before retry_at, due at it.
-                anyhow::ensure!(lifecycle::claim_due(&db.db, &notifier, "worker-b", LEASE_MS, 1, retry_at - 1).await?.is_empty());
+                anyhow::ensure!(
+                    lifecycle::claim_due(&db.db, &notifier, "worker-b", LEASE_MS, 1, retry_at - 1).await?.is_empty()
+                );
                 now = retry_at;
             }
             FailOutcome::Failed if attempt == 3 => {}
@@ -164,17 +171,27 @@ async fn a_paused_task_resumes_by_itself_once_resume_after_passes(db: TestDb) ->
     let now = now_millis();
     let first = lifecycle::claim_due(&db.db, &notifier, "worker-a", LEASE_MS, 1, now).await?;
     anyhow::ensure!(first.len() == 1);
-    let owner = TaskRef { id: task.job.id, tenant_id: task.job.tenant_id.clone(), subject_id: task.job.subject_id.clone(), expected_row_version: None };
+    let owner = TaskRef {
+        id: task.job.id,
+        tenant_id: task.job.tenant_id.clone(),
+        subject_id: task.job.subject_id.clone(),
+        expected_row_version: None,
+    };
     let resume_after = now + 60_000;
     lifecycle::pause(&db.db, &notifier, &owner, Some(resume_after)).await?;
-    anyhow::ensure!(lifecycle::claim_due(&db.db, &notifier, "worker-b", LEASE_MS, 1, resume_after - 1).await?.is_empty());
+    anyhow::ensure!(
+        lifecycle::claim_due(&db.db, &notifier, "worker-b", LEASE_MS, 1, resume_after - 1).await?.is_empty()
+    );
     let woke = lifecycle::claim_due(&db.db, &notifier, "worker-b", LEASE_MS, 1, resume_after).await?;
     let woke = woke.first().ok_or_else(|| anyhow::anyhow!("the paused task did not wake"))?;
-    anyhow::ensure!(woke.job.stage == Stage::Planning && woke.job.paused_from_stage.is_none() && woke.job.resume_after.is_none());
+    anyhow::ensure!(
+        woke.job.stage == Stage::Planning && woke.job.paused_from_stage.is_none() && woke.job.resume_after.is_none()
+    );
     let types: Vec<_> = events(&db, task.job.id).await?.into_iter().map(|e| e.event_type).collect();
     let expected = [ProgressEventType::Started, ProgressEventType::Paused, ProgressEventType::Resumed];
     anyhow::ensure!(types == expected, "{types:?}");
-    let deliveries = outbox::Entity::find().filter(outbox::Column::ResearchTaskJobId.eq(task.job.id)).all(&db.db).await?;
+    let deliveries =
+        outbox::Entity::find().filter(outbox::Column::ResearchTaskJobId.eq(task.job.id)).all(&db.db).await?;
     let statuses: Vec<_> = deliveries.iter().map(|d| (d.delivery_revision, d.status)).collect();
     anyhow::ensure!(statuses.contains(&(2, OutboxStatus::Leased)), "{statuses:?}");
     Ok(())

@@ -10,8 +10,8 @@ use uuid::Uuid;
 use worker::Notifier;
 use worker::engine::async_trait;
 use worker::lifecycle::{RetryPolicy, delivery};
-use worker::runtime::{CancellationToken, TaskTracker};
 use worker::outbox::{OutboxPolicy, PublishError, Publisher, QueueMessage, dispatch_due};
+use worker::runtime::{CancellationToken, TaskTracker};
 
 use crate::worker_support::{Act, Ask, Scripted, create_task, reload, settings, space_with_documents};
 
@@ -26,7 +26,8 @@ pub fn tests() -> Vec<DbTest> {
     ]
 }
 
-const POLICY: OutboxPolicy = OutboxPolicy { lock_ms: 30_000, max_attempts: 3, retry: RetryPolicy { base_ms: 1_000, cap_ms: 4_000 } };
+const POLICY: OutboxPolicy =
+    OutboxPolicy { lock_ms: 30_000, max_attempts: 3, retry: RetryPolicy { base_ms: 1_000, cap_ms: 4_000 } };
 
 /// Remembers what it published; fails every publish when `failing`.
 #[derive(Default)]
@@ -67,7 +68,9 @@ async fn a_pending_delivery_is_published_once_with_its_idempotency_key(db: TestD
     let outcome = dispatch_due(&db.db, &publisher, "outbox-a", 8, now, POLICY).await?;
     anyhow::ensure!(outcome.dispatched == 1, "{outcome:?}");
     let row = delivery_of(&db, task.job.id).await?;
-    anyhow::ensure!(row.status == OutboxStatus::Dispatched && row.delivered_at == Some(now) && row.dispatch_attempts == 1);
+    anyhow::ensure!(
+        row.status == OutboxStatus::Dispatched && row.delivered_at == Some(now) && row.dispatch_attempts == 1
+    );
     anyhow::ensure!(row.lock_token.is_none() && row.locked_by.is_none() && row.locked_until.is_none());
     let queue_id = format!("queued:{}", row.idempotency_key);
     anyhow::ensure!(row.queue_job_id.as_deref() == Some(queue_id.as_str()));
@@ -86,7 +89,10 @@ async fn a_delivery_abandoned_mid_publish_is_redelivered_after_its_lock_lapses(d
     let locked = delivery::lock_due(&db.db, "outbox-dead", POLICY.lock_ms, 8, now).await?;
     anyhow::ensure!(locked.len() == 1 && locked[0].status == OutboxStatus::Dispatching);
     let publisher = Recording::default();
-    anyhow::ensure!(dispatch_due(&db.db, &publisher, "outbox-b", 8, now, POLICY).await?.is_idle(), "a live lock was stolen");
+    anyhow::ensure!(
+        dispatch_due(&db.db, &publisher, "outbox-b", 8, now, POLICY).await?.is_idle(),
+        "a live lock was stolen"
+    );
     let later = now + POLICY.lock_ms;
     let outcome = dispatch_due(&db.db, &publisher, "outbox-b", 8, later, POLICY).await?;
     anyhow::ensure!(outcome.dispatched == 1, "{outcome:?}");
@@ -107,11 +113,19 @@ async fn failed_publishes_back_off_and_end_dead(db: TestDb) -> anyhow::Result<()
     for attempt in 1..=POLICY.max_attempts {
         let outcome = dispatch_due(&db.db, &publisher, "outbox-a", 8, now, POLICY).await?;
         let row = delivery_of(&db, task.job.id).await?;
-        anyhow::ensure!(row.dispatch_attempts == attempt && row.last_error.as_deref().is_some_and(|e| e.contains("queue unavailable")));
+        anyhow::ensure!(
+            row.dispatch_attempts == attempt
+                && row.last_error.as_deref().is_some_and(|e| e.contains("queue unavailable"))
+        );
         anyhow::ensure!(row.lock_token.is_none());
         if attempt < POLICY.max_attempts {
-            anyhow::ensure!(outcome.retrying == 1 && row.status == OutboxStatus::Pending && row.available_at > now, "{outcome:?} {row:?}");
-            anyhow::ensure!(dispatch_due(&db.db, &publisher, "outbox-a", 8, row.available_at - 1, POLICY).await?.is_idle());
+            anyhow::ensure!(
+                outcome.retrying == 1 && row.status == OutboxStatus::Pending && row.available_at > now,
+                "{outcome:?} {row:?}"
+            );
+            anyhow::ensure!(
+                dispatch_due(&db.db, &publisher, "outbox-a", 8, row.available_at - 1, POLICY).await?.is_idle()
+            );
             now = row.available_at;
         } else {
             anyhow::ensure!(outcome.dead == 1 && row.status == OutboxStatus::Dead, "{outcome:?} {row:?}");
@@ -131,14 +145,17 @@ async fn the_runtime_runs_a_created_task_to_completion(db: TestDb) -> anyhow::Re
     let shutdown = CancellationToken::new();
     let tracker = TaskTracker::new();
     worker::runtime::spawn(db.db.clone(), notifier.clone(), settings("runtime"), shutdown.clone(), &tracker);
-    let task = create_task(&db, &notifier, fixtures::member_grant(&owner, AccessChannel::Interactive), Ask::default()).await?;
+    let task =
+        create_task(&db, &notifier, fixtures::member_grant(&owner, AccessChannel::Interactive), Ask::default()).await?;
     // Wait on the task's own signals, re-reading the row each time, until it completes.
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
         if reload(&db, task.id).await?.stage == Stage::Completed {
             break;
         }
-        tokio::time::timeout_at(deadline, signals.recv()).await.map_err(|_| anyhow::anyhow!("the task never completed"))??;
+        tokio::time::timeout_at(deadline, signals.recv())
+            .await
+            .map_err(|_| anyhow::anyhow!("the task never completed"))??;
     }
     shutdown.cancel();
     tracker.close();
@@ -154,8 +171,16 @@ async fn shutdown_releases_the_leases_of_stages_still_running(db: TestDb) -> any
     let engine = Scripted::new(&db, Stage::Analyzing, Act::Block);
     let shutdown = CancellationToken::new();
     let tracker = TaskTracker::new();
-    let task = create_task(&db, &notifier, fixtures::member_grant(&owner, AccessChannel::Interactive), Ask::default()).await?;
-    worker::runtime::spawn_with_engine(db.db.clone(), notifier.clone(), settings("stopping"), engine.clone(), shutdown.clone(), &tracker);
+    let task =
+        create_task(&db, &notifier, fixtures::member_grant(&owner, AccessChannel::Interactive), Ask::default()).await?;
+    worker::runtime::spawn_with_engine(
+        db.db.clone(),
+        notifier.clone(),
+        settings("stopping"),
+        engine.clone(),
+        shutdown.clone(),
+        &tracker,
+    );
     engine.entered.notified().await;
     shutdown.cancel();
     tracker.close();
@@ -164,6 +189,9 @@ async fn shutdown_releases_the_leases_of_stages_still_running(db: TestDb) -> any
     anyhow::ensure!(row.stage == Stage::Analyzing && row.lease_token.is_none() && row.worker_id.is_none(), "{row:?}");
     anyhow::ensure!(row.execution_attempts == 0, "a released attempt is given back: {}", row.execution_attempts);
     let claimed = worker::lifecycle::claim_due(&db.db, &notifier, "next", 30_000, 1, now_millis()).await?;
-    anyhow::ensure!(claimed.len() == 1 && claimed[0].job.stage == Stage::Analyzing, "another worker picks it up at once");
+    anyhow::ensure!(
+        claimed.len() == 1 && claimed[0].job.stage == Stage::Analyzing,
+        "another worker picks it up at once"
+    );
     Ok(())
 }

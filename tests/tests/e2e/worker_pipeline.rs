@@ -1,7 +1,6 @@
 //! The research pipeline: a task runs to an answer whose citations point at its evidence;
 //! a crash after any commit resumes with no duplicate and no gap; cancel, pause, a revoked
 //! grant, a spent budget or a passed limit stop it cleanly.
-use std::collections::HashSet;
 use entity::{
     AccessChannel, OutboxStatus, ProgressEventType, ResearchMode, Stage, answer_trace, now_millis,
     research_task_outbox as outbox,
@@ -9,13 +8,15 @@ use entity::{
 use kfs_tests::{DbTest, TestDb, db_tests, fixtures};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde_json::json;
+use std::collections::HashSet;
 use worker::Notifier;
 use worker::lifecycle::{self, TaskRef};
 use worker::pipeline::{RunOutcome, Stop};
 use worker::runtime::{Step, run_due};
 
 use crate::worker_support::{
-    Act, Ask, Scripted, assert_gapless, create_task, events, key_grant, partials, pipeline, reload, space_with_documents,
+    Act, Ask, Scripted, assert_gapless, create_task, events, key_grant, partials, pipeline, reload,
+    space_with_documents,
 };
 
 /// This module's tests.
@@ -35,7 +36,8 @@ pub fn tests() -> Vec<DbTest> {
 async fn a_task_runs_to_an_answer_whose_citations_point_at_its_evidence(db: TestDb) -> anyhow::Result<()> {
     let (_space, owner, documents) = space_with_documents(&db).await?;
     let notifier = Notifier::new();
-    let task = create_task(&db, &notifier, fixtures::member_grant(&owner, AccessChannel::Interactive), Ask::default()).await?;
+    let task =
+        create_task(&db, &notifier, fixtures::member_grant(&owner, AccessChannel::Interactive), Ask::default()).await?;
     let worker = pipeline(&db, &notifier, "worker-a", None);
     let (step, outcomes) = run_due(&worker, &Stop::default(), now_millis()).await?;
     anyhow::ensure!(step == Step::Claimed(1), "{step:?}");
@@ -47,7 +49,8 @@ async fn a_task_runs_to_an_answer_whose_citations_point_at_its_evidence(db: Test
     anyhow::ensure!(row.cost["usd"].as_f64().is_some_and(|usd| usd > 0.0), "cost {}", row.cost);
     anyhow::ensure!(row.cost["stages"].as_object().is_some_and(|stages| stages.len() == 4), "cost {}", row.cost);
 
-    let trace = answer_trace::Entity::find_by_id(trace_id).one(&db.db).await?.ok_or_else(|| anyhow::anyhow!("no trace"))?;
+    let trace =
+        answer_trace::Entity::find_by_id(trace_id).one(&db.db).await?.ok_or_else(|| anyhow::anyhow!("no trace"))?;
     anyhow::ensure!(trace.research_task_id == Some(task.id));
     anyhow::ensure!(trace.subject_id.as_deref() == Some(owner.subject_id.as_str()));
     anyhow::ensure!(trace.permission_snapshot_id == Some(task.permission_snapshot_id));
@@ -59,7 +62,11 @@ async fn a_task_runs_to_an_answer_whose_citations_point_at_its_evidence(db: Test
     for (index, piece) in evidence.iter().enumerate() {
         let citation = index + 1;
         anyhow::ensure!(piece["citation"] == json!(citation));
-        anyhow::ensure!(trace.answer.contains(&format!("[{citation}]")), "answer {:?} lacks [{citation}]", trace.answer);
+        anyhow::ensure!(
+            trace.answer.contains(&format!("[{citation}]")),
+            "answer {:?} lacks [{citation}]",
+            trace.answer
+        );
         let document = piece["document_id"].as_str().unwrap_or_default();
         anyhow::ensure!(known.contains(document), "evidence cites unknown document {document}");
     }
@@ -68,7 +75,10 @@ async fn a_task_runs_to_an_answer_whose_citations_point_at_its_evidence(db: Test
 
     let journal = events(&db, task.id).await?;
     let keys: Vec<_> = journal.iter().map(|e| e.idempotency_key.as_str()).collect();
-    anyhow::ensure!(keys == ["started", "stage:retrieving", "stage:analyzing", "stage:generating", "stage:completed"], "{keys:?}");
+    anyhow::ensure!(
+        keys == ["started", "stage:retrieving", "stage:analyzing", "stage:generating", "stage:completed"],
+        "{keys:?}"
+    );
     assert_gapless("progress", &journal.iter().map(|e| e.sequence).collect::<Vec<_>>())?;
     let results = partials(&db, task.id).await?;
     assert_gapless("partial", &results.iter().map(|p| p.sequence).collect::<Vec<_>>())?;
@@ -82,13 +92,16 @@ async fn a_crash_after_each_commit_point_resumes_with_no_duplicate_and_no_gap(db
     let (_space, owner, _documents) = space_with_documents(&db).await?;
     let notifier = Notifier::new();
     // A clean run, to compare against.
-    let clean = create_task(&db, &notifier, fixtures::member_grant(&owner, AccessChannel::Interactive), Ask::default()).await?;
+    let clean =
+        create_task(&db, &notifier, fixtures::member_grant(&owner, AccessChannel::Interactive), Ask::default()).await?;
     run_due(&pipeline(&db, &notifier, "clean", None), &Stop::default(), now_millis()).await?;
     let clean_events = events(&db, clean.id).await?.len();
     let clean_partials = partials(&db, clean.id).await?.len();
 
     for crash_at in [Stage::Planning, Stage::Retrieving, Stage::Analyzing, Stage::Generating] {
-        let task = create_task(&db, &notifier, fixtures::member_grant(&owner, AccessChannel::Interactive), Ask::default()).await?;
+        let task =
+            create_task(&db, &notifier, fixtures::member_grant(&owner, AccessChannel::Interactive), Ask::default())
+                .await?;
         let engine = Scripted::new(&db, crash_at, Act::Block);
         let doomed = pipeline(&db, &notifier, "doomed", Some(engine.clone()));
         let running = tokio::spawn(async move { run_due(&doomed, &Stop::default(), now_millis()).await });
@@ -101,16 +114,23 @@ async fn a_crash_after_each_commit_point_resumes_with_no_duplicate_and_no_gap(db
 
         let later = crashed.lease_expires_at.unwrap_or_default() + 1;
         let (_, outcomes) = run_due(&pipeline(&db, &notifier, "rescuer", None), &Stop::default(), later).await?;
-        anyhow::ensure!(matches!(outcomes.as_slice(), [RunOutcome::Completed(_)]), "after a crash in {crash_at:?}: {outcomes:?}");
+        anyhow::ensure!(
+            matches!(outcomes.as_slice(), [RunOutcome::Completed(_)]),
+            "after a crash in {crash_at:?}: {outcomes:?}"
+        );
 
         let journal = events(&db, task.id).await?;
         assert_gapless("progress", &journal.iter().map(|e| e.sequence).collect::<Vec<_>>())?;
         let keys: HashSet<_> = journal.iter().map(|e| e.idempotency_key.clone()).collect();
-        anyhow::ensure!(keys.len() == journal.len() && journal.len() == clean_events, "crash in {crash_at:?}: {keys:?}");
+        anyhow::ensure!(
+            keys.len() == journal.len() && journal.len() == clean_events,
+            "crash in {crash_at:?}: {keys:?}"
+        );
         let results = partials(&db, task.id).await?;
         assert_gapless("partial", &results.iter().map(|p| p.sequence).collect::<Vec<_>>())?;
         anyhow::ensure!(results.len() == clean_partials, "crash in {crash_at:?}: {} partial results", results.len());
-        let traces = answer_trace::Entity::find().filter(answer_trace::Column::ResearchTaskId.eq(task.id)).all(&db.db).await?;
+        let traces =
+            answer_trace::Entity::find().filter(answer_trace::Column::ResearchTaskId.eq(task.id)).all(&db.db).await?;
         anyhow::ensure!(traces.len() == 1, "crash in {crash_at:?}: {} answer traces", traces.len());
         let row = reload(&db, task.id).await?;
         anyhow::ensure!(row.execution_attempts == 2, "crash in {crash_at:?}: {} attempts", row.execution_attempts);
@@ -123,13 +143,19 @@ async fn a_crash_after_each_commit_point_resumes_with_no_duplicate_and_no_gap(db
 async fn command_during_stage(db: &TestDb, command: TaskCommand, expected: Stage) -> anyhow::Result<()> {
     let (_space, owner, _documents) = space_with_documents(db).await?;
     let notifier = Notifier::new();
-    let task = create_task(db, &notifier, fixtures::member_grant(&owner, AccessChannel::Interactive), Ask::default()).await?;
+    let task =
+        create_task(db, &notifier, fixtures::member_grant(&owner, AccessChannel::Interactive), Ask::default()).await?;
     let engine = Scripted::new(db, Stage::Retrieving, Act::Block);
     let worker = pipeline(db, &notifier, "worker-a", Some(engine.clone()));
     let running = tokio::spawn(async move { run_due(&worker, &Stop::default(), now_millis()).await });
     engine.entered.notified().await;
 
-    let owner_ref = TaskRef { id: task.id, tenant_id: task.tenant_id.clone(), subject_id: task.subject_id.clone(), expected_row_version: None };
+    let owner_ref = TaskRef {
+        id: task.id,
+        tenant_id: task.tenant_id.clone(),
+        subject_id: task.subject_id.clone(),
+        expected_row_version: None,
+    };
     let stopped = match command {
         TaskCommand::Cancel => lifecycle::cancel(&db.db, &notifier, &owner_ref).await?,
         TaskCommand::Pause => lifecycle::pause(&db.db, &notifier, &owner_ref, None).await?,
@@ -140,7 +166,10 @@ async fn command_during_stage(db: &TestDb, command: TaskCommand, expected: Stage
     let (_, outcomes) = running.await??;
     anyhow::ensure!(outcomes == [RunOutcome::LeaseLost], "{outcomes:?}");
     let row = reload(db, task.id).await?;
-    anyhow::ensure!(row.stage == expected && row.row_version == stopped.row_version, "the worker wrote after the command: {row:?}");
+    anyhow::ensure!(
+        row.stage == expected && row.row_version == stopped.row_version,
+        "the worker wrote after the command: {row:?}"
+    );
     let journal = events(db, task.id).await?;
     anyhow::ensure!(journal.len() == events_at_stop, "events were written after the command");
     anyhow::ensure!(partials(db, task.id).await?.is_empty(), "partial results were written after the command");
@@ -166,7 +195,8 @@ async fn a_revoked_api_key_fails_the_task_with_a_permission_error(db: TestDb) ->
     let notifier = Notifier::new();
     let task = create_task(&db, &notifier, key_grant(&key), Ask::default()).await?;
     let engine = Scripted::new(&db, Stage::Retrieving, Act::RevokeKey(key.id));
-    let outcomes = run_due(&pipeline(&db, &notifier, "worker-a", Some(engine)), &Stop::default(), now_millis()).await?.1;
+    let outcomes =
+        run_due(&pipeline(&db, &notifier, "worker-a", Some(engine)), &Stop::default(), now_millis()).await?.1;
     expect_failed(&db, task.id, &outcomes, "revoked").await
 }
 
@@ -174,9 +204,11 @@ async fn a_removed_member_fails_the_task_with_a_permission_error(db: TestDb) -> 
     let (space, _owner, _documents) = space_with_documents(&db).await?;
     let viewer = fixtures::member(&db, &space, "viewer", entity::MemberRole::Viewer).await?;
     let notifier = Notifier::new();
-    let task = create_task(&db, &notifier, fixtures::member_grant(&viewer, AccessChannel::Agent), Ask::default()).await?;
+    let task =
+        create_task(&db, &notifier, fixtures::member_grant(&viewer, AccessChannel::Agent), Ask::default()).await?;
     let engine = Scripted::new(&db, Stage::Analyzing, Act::RemoveMember(viewer.id));
-    let outcomes = run_due(&pipeline(&db, &notifier, "worker-a", Some(engine)), &Stop::default(), now_millis()).await?.1;
+    let outcomes =
+        run_due(&pipeline(&db, &notifier, "worker-a", Some(engine)), &Stop::default(), now_millis()).await?.1;
     expect_failed(&db, task.id, &outcomes, "membership").await
 }
 
@@ -212,7 +244,8 @@ async fn expect_failed(db: &TestDb, task_id: uuid::Uuid, outcomes: &[RunOutcome]
     anyhow::ensure!(row.error.as_deref().is_some_and(|e| e.contains(needle)), "{:?}", row.error);
     let last = events(db, task_id).await?.pop().ok_or_else(|| anyhow::anyhow!("no events"))?;
     anyhow::ensure!(last.event_type == ProgressEventType::Failed, "{last:?}");
-    let traces = answer_trace::Entity::find().filter(answer_trace::Column::ResearchTaskId.eq(task_id)).all(&db.db).await?;
+    let traces =
+        answer_trace::Entity::find().filter(answer_trace::Column::ResearchTaskId.eq(task_id)).all(&db.db).await?;
     anyhow::ensure!(traces.is_empty(), "a failed task wrote an answer trace");
     Ok(())
 }

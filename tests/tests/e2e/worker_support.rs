@@ -35,7 +35,12 @@ pub fn settings(worker_id: &str) -> WorkerSettings {
 }
 
 /// A pipeline for `worker_id` with `engine` (the built-in one when `None`).
-pub fn pipeline(db: &TestDb, notifier: &Notifier, worker_id: &str, engine: Option<Arc<dyn ResearchEngine>>) -> Pipeline {
+pub fn pipeline(
+    db: &TestDb,
+    notifier: &Notifier,
+    worker_id: &str,
+    engine: Option<Arc<dyn ResearchEngine>>,
+) -> Pipeline {
     let settings = settings(worker_id);
     let engine = engine.unwrap_or_else(|| Arc::new(BuiltinEngine::new(settings.engine.clone())));
     Pipeline { db: db.db.clone(), notifier: notifier.clone(), engine, settings: Arc::new(settings) }
@@ -43,14 +48,25 @@ pub fn pipeline(db: &TestDb, notifier: &Notifier, worker_id: &str, engine: Optio
 
 /// The documents every research fixture space holds.
 pub const DOCUMENTS: &[(&str, &str)] = &[
-    ("Leases", "A lease is a time-bounded claim on a job. A worker renews its lease with heartbeats while a stage runs."),
-    ("Fencing tokens", "Every write carries the lease token. A stale worker whose lease expired writes nothing, because the token no longer matches."),
-    ("Retry backoff", "Failed attempts are retried with exponential backoff and jitter, so workers that failed together do not retry together."),
+    (
+        "Leases",
+        "A lease is a time-bounded claim on a job. A worker renews its lease with heartbeats while a stage runs.",
+    ),
+    (
+        "Fencing tokens",
+        "Every write carries the lease token. A stale worker whose lease expired writes nothing, because the token no longer matches.",
+    ),
+    (
+        "Retry backoff",
+        "Failed attempts are retried with exponential backoff and jitter, so workers that failed together do not retry together.",
+    ),
     ("Gardening", "Tomatoes need sun and regular watering; basil grows well beside them."),
 ];
 
 /// A space with an owner and [`DOCUMENTS`].
-pub async fn space_with_documents(db: &TestDb) -> anyhow::Result<(entity::knowledge_space::Model, member::Model, Vec<Uuid>)> {
+pub async fn space_with_documents(
+    db: &TestDb,
+) -> anyhow::Result<(entity::knowledge_space::Model, member::Model, Vec<Uuid>)> {
     let space = fixtures::space(db).await?;
     let owner = fixtures::member(db, &space, "owner", MemberRole::Owner).await?;
     let mut ids = Vec::new();
@@ -84,7 +100,12 @@ impl Default for Ask {
 }
 
 /// Creates a task through the lifecycle, as the API does, under `grant`.
-pub async fn create_task(db: &TestDb, notifier: &Notifier, grant: GrantRequest, ask: Ask) -> anyhow::Result<job::Model> {
+pub async fn create_task(
+    db: &TestDb,
+    notifier: &Notifier,
+    grant: GrantRequest,
+    ask: Ask,
+) -> anyhow::Result<job::Model> {
     let input = NewTask {
         mode: ask.mode,
         top_k: Some(3),
@@ -172,11 +193,19 @@ impl Scripted {
         match &self.act {
             Act::Block => std::future::pending().await,
             Act::RevokeKey(id) => {
-                let row = api_key::ActiveModel { id: Set(*id), revoked_at: Set(Some(now)), updated_at: Set(now), ..Default::default() };
+                let row = api_key::ActiveModel {
+                    id: Set(*id),
+                    revoked_at: Set(Some(now)),
+                    updated_at: Set(now),
+                    ..Default::default()
+                };
                 api_key::Entity::update(row).exec(&self.db.db).await?;
             }
             Act::RemoveMember(id) => {
-                let current = member::Entity::find_by_id(*id).one(&self.db.db).await?.ok_or_else(|| EngineError::Transient("member vanished".into()))?;
+                let current = member::Entity::find_by_id(*id)
+                    .one(&self.db.db)
+                    .await?
+                    .ok_or_else(|| EngineError::Transient("member vanished".into()))?;
                 let row = member::ActiveModel {
                     id: Set(*id),
                     removed_at: Set(Some(now)),

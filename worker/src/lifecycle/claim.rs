@@ -3,8 +3,10 @@
 //! `resume_after` passed.
 use entity::{ProgressEventType, Stage, research_task_job as job};
 use sea_orm::{
-    ActiveModelTrait, ActiveValue::Set, ColumnTrait, Condition, ConnectionTrait, DatabaseConnection,
-    DatabaseTransaction, EntityTrait, IntoActiveModel, QueryFilter, QueryOrder, QuerySelect,
+    ActiveModelTrait,
+    ActiveValue::Set,
+    ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, DatabaseTransaction, EntityTrait, IntoActiveModel,
+    QueryFilter, QueryOrder, QuerySelect,
     sea_query::{LockBehavior, LockType},
 };
 use serde_json::json;
@@ -48,20 +50,11 @@ pub async fn claim_due(
 
 /// The oldest due job, locked; other workers skip it on PostgreSQL instead of waiting.
 async fn next_due(txn: &DatabaseTransaction, now: i64) -> Result<Option<job::Model>, LifecycleError> {
-    let lease_free = Condition::any()
-        .add(job::Column::LeaseToken.is_null())
-        .add(job::Column::LeaseExpiresAt.lte(now));
-    let retry_passed = Condition::any()
-        .add(job::Column::RetryAt.is_null())
-        .add(job::Column::RetryAt.lte(now));
+    let lease_free = Condition::any().add(job::Column::LeaseToken.is_null()).add(job::Column::LeaseExpiresAt.lte(now));
+    let retry_passed = Condition::any().add(job::Column::RetryAt.is_null()).add(job::Column::RetryAt.lte(now));
     let claimable = [Stage::Queued, Stage::Planning, Stage::Retrieving, Stage::Analyzing, Stage::Generating];
-    let runnable = Condition::all()
-        .add(job::Column::Stage.is_in(claimable))
-        .add(lease_free)
-        .add(retry_passed);
-    let waking = Condition::all()
-        .add(job::Column::Stage.eq(Stage::Paused))
-        .add(job::Column::ResumeAfter.lte(now));
+    let runnable = Condition::all().add(job::Column::Stage.is_in(claimable)).add(lease_free).add(retry_passed);
+    let waking = Condition::all().add(job::Column::Stage.eq(Stage::Paused)).add(job::Column::ResumeAfter.lte(now));
     let mut query = job::Entity::find()
         .filter(Condition::any().add(runnable).add(waking))
         .order_by_asc(job::Column::UpdatedAt)
@@ -88,9 +81,8 @@ async fn claim_one(
         last_sequence = Some(sequence);
     }
     if due.execution_attempts >= due.max_execution_attempts {
-        let message = due.error.clone().unwrap_or_else(|| {
-            format!("gave up after {} execution attempts", due.execution_attempts)
-        });
+        let message =
+            due.error.clone().unwrap_or_else(|| format!("gave up after {} execution attempts", due.execution_attempts));
         let sequence = fail_row(txn, &due, &message, &json!({})).await?;
         return Ok((None, signal(due.id, Some(sequence), None, false)));
     }
@@ -111,7 +103,9 @@ async fn claim_one(
     let leased = row.update(txn).await?;
     if first_claim {
         let payload = json!({ "worker_id": worker_id, "attempt": leased.execution_attempts });
-        let sequence = append_progress_event(txn, &leased, ProgressEventType::Started, Stage::Planning, "started", payload).await?;
+        let sequence =
+            append_progress_event(txn, &leased, ProgressEventType::Started, Stage::Planning, "started", payload)
+                .await?;
         last_sequence = Some(sequence);
     }
     delivery::mark_leased(txn, leased.id).await?;
@@ -140,4 +134,3 @@ async fn auto_resume(txn: &DatabaseTransaction, paused: &job::Model) -> Result<(
     let sequence = append_progress_event(txn, &resumed, ProgressEventType::Resumed, target, &key, payload).await?;
     Ok((resumed, sequence))
 }
-

@@ -2,9 +2,7 @@
 //! row, checks the caller's scope, `expectedRowVersion` and the stage rule, and writes the
 //! new stage, its progress event and its outbox change in one transaction. Cancel and pause
 //! clear the lease, which fences the running worker out.
-use entity::{
-    LifecycleCommand, OutboxStatus, ProgressEventType, Stage, now_millis, research_task_job as job,
-};
+use entity::{LifecycleCommand, OutboxStatus, ProgressEventType, Stage, now_millis, research_task_job as job};
 use sea_orm::{ActiveModelTrait, ActiveValue::Set, DatabaseConnection, IntoActiveModel};
 use serde_json::json;
 use uuid::Uuid;
@@ -28,7 +26,11 @@ pub struct TaskRef {
 }
 
 /// Cancels the task for good.
-pub async fn cancel(db: &DatabaseConnection, notifier: &Notifier, task: &TaskRef) -> Result<job::Model, LifecycleError> {
+pub async fn cancel(
+    db: &DatabaseConnection,
+    notifier: &Notifier,
+    task: &TaskRef,
+) -> Result<job::Model, LifecycleError> {
     apply(db, notifier, task, LifecycleCommand::Cancel, None).await
 }
 
@@ -43,7 +45,11 @@ pub async fn pause(
 }
 
 /// Resumes a paused task where it stopped, with a new outbox delivery.
-pub async fn resume(db: &DatabaseConnection, notifier: &Notifier, task: &TaskRef) -> Result<job::Model, LifecycleError> {
+pub async fn resume(
+    db: &DatabaseConnection,
+    notifier: &Notifier,
+    task: &TaskRef,
+) -> Result<job::Model, LifecycleError> {
     apply(db, notifier, task, LifecycleCommand::Resume, None).await
 }
 
@@ -142,4 +148,3 @@ fn event_name(event_type: ProgressEventType) -> &'static str {
         ProgressEventType::Failed => "failed",
     }
 }
-

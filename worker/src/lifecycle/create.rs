@@ -66,7 +66,12 @@ pub async fn create(db: &DatabaseConnection, notifier: &Notifier, input: NewTask
     }
     match insert(db, id, &input).await {
         Ok(task) => {
-            notifier.publish(TaskSignal { task_id: task.id, progress_sequence: None, partial_sequence: None, work_available: true });
+            notifier.publish(TaskSignal {
+                task_id: task.id,
+                progress_sequence: None,
+                partial_sequence: None,
+                work_available: true,
+            });
             Ok(Created { task, replayed: false })
         }
         // Two requests with one key raced; the loser answers with the winner's task.
@@ -96,11 +101,7 @@ async fn replay(db: &DatabaseConnection, existing: job::Model, input: &NewTask) 
         && existing.budget_usd == input.budget_usd
         && existing.limits == input.limits
         && existing.metadata == input.metadata;
-    if same {
-        Ok(Created { task: existing, replayed: true })
-    } else {
-        Err(LifecycleError::IdempotencyMismatch)
-    }
+    if same { Ok(Created { task: existing, replayed: true }) } else { Err(LifecycleError::IdempotencyMismatch) }
 }
 
 /// Writes the snapshot, job and first delivery in one transaction.
@@ -148,7 +149,6 @@ async fn insert(db: &DatabaseConnection, id: Uuid, input: &NewTask) -> Result<jo
     txn.commit().await?;
     Ok(task)
 }
-
 
 #[cfg(test)]
 mod tests {

@@ -1,9 +1,8 @@
 //! Outbox rows: every delivery of a job to the queue is written in the job's transaction.
-use entity::{
-    OutboxStatus, now_millis, research_task_job, research_task_outbox as outbox,
-};
+use entity::{OutboxStatus, now_millis, research_task_job, research_task_outbox as outbox};
 use sea_orm::{
-    ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QuerySelect, UpdateMany,
+    ActiveValue::Set,
+    ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QuerySelect, UpdateMany,
     sea_query::{Expr, ExprTrait},
 };
 use uuid::Uuid;
@@ -81,7 +80,12 @@ fn unlocked(now: i64) -> UpdateMany<outbox::Entity> {
 }
 
 /// Moves the job's deliveries in one of `from` to `to`, clearing any publisher's lock.
-async fn move_unlocked<C: ConnectionTrait>(txn: &C, job_id: Uuid, from: &[OutboxStatus], to: OutboxStatus) -> Result<u64, DbErr> {
+async fn move_unlocked<C: ConnectionTrait>(
+    txn: &C,
+    job_id: Uuid,
+    from: &[OutboxStatus],
+    to: OutboxStatus,
+) -> Result<u64, DbErr> {
     let result = unlocked(now_millis())
         .col_expr(outbox::Column::Status, Expr::value(to))
         .filter(outbox::Column::ResearchTaskJobId.eq(job_id))
@@ -101,8 +105,8 @@ pub async fn lock_due(
     batch: u64,
     now: i64,
 ) -> Result<Vec<outbox::Model>, DbErr> {
-    use sea_orm::{ActiveModelTrait, Condition, IntoActiveModel, QueryOrder};
     use sea_orm::sea_query::{LockBehavior, LockType};
+    use sea_orm::{ActiveModelTrait, Condition, IntoActiveModel, QueryOrder};
     let txn = crate::db::begin_write(db).await?;
     let pending = Condition::all()
         .add(outbox::Column::Status.eq(OutboxStatus::Pending))
@@ -137,7 +141,12 @@ pub async fn lock_due(
 /// with its lock cleared. The job is written first so that locks are always taken job
 /// first, outbox second (as claims and commands do), which rules out deadlocks. Returns
 /// false when this loop's lock was lost (a worker leased the job meanwhile).
-pub async fn record_published<C: ConnectionTrait>(txn: &C, row: &outbox::Model, queue_job_id: &str, now: i64) -> Result<bool, DbErr> {
+pub async fn record_published<C: ConnectionTrait>(
+    txn: &C,
+    row: &outbox::Model,
+    queue_job_id: &str,
+    now: i64,
+) -> Result<bool, DbErr> {
     research_task_job::Entity::update_many()
         .col_expr(research_task_job::Column::QueueJobId, Expr::value(queue_job_id))
         .col_expr(research_task_job::Column::RowVersion, Expr::col(research_task_job::Column::RowVersion).add(1))

@@ -1,9 +1,7 @@
 //! The worker's side of the lifecycle after a claim (`claim.rs`): heartbeat, checkpoint,
 //! complete, fail and release. Every write after the claim is fenced by the lease token: a worker whose lease
 //! was re-claimed, canceled or paused gets [`LifecycleError::LeaseLost`] and writes nothing.
-use entity::{
-    OutboxStatus, ProgressEventType, Stage, answer_trace, now_millis, research_task_job as job,
-};
+use entity::{OutboxStatus, ProgressEventType, Stage, answer_trace, now_millis, research_task_job as job};
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction,
     EntityTrait, IntoActiveModel, QueryFilter,
@@ -150,7 +148,8 @@ pub async fn checkpoint(
     if let Value::Object(fields) = &mut payload {
         fields.insert("from_stage".into(), json!(current.stage));
     }
-    let sequence = append_progress_event(&txn, &updated, ProgressEventType::StageChanged, step.next_stage, &key, payload).await?;
+    let sequence =
+        append_progress_event(&txn, &updated, ProgressEventType::StageChanged, step.next_stage, &key, payload).await?;
     let signal = signal(updated.id, Some(sequence), partial_sequence, false);
     notify_in_transaction(&txn, &signal).await?;
     txn.commit().await?;
@@ -198,7 +197,15 @@ pub async fn complete(
     let trace = answer_trace::Entity::insert(trace).exec_with_returning(&txn).await?;
     delivery::close_open(&txn, updated.id, OutboxStatus::Completed).await?;
     let payload = json!({ "from_stage": current.stage, "answer_trace_id": trace.id, "cost": updated.cost });
-    let sequence = append_progress_event(&txn, &updated, ProgressEventType::StageChanged, Stage::Completed, "stage:completed", payload).await?;
+    let sequence = append_progress_event(
+        &txn,
+        &updated,
+        ProgressEventType::StageChanged,
+        Stage::Completed,
+        "stage:completed",
+        payload,
+    )
+    .await?;
     let signal = signal(updated.id, Some(sequence), None, false);
     notify_in_transaction(&txn, &signal).await?;
     txn.commit().await?;
@@ -264,7 +271,12 @@ async fn lock_leased(txn: &DatabaseTransaction, lease: &Lease) -> Result<job::Mo
 }
 
 /// Ends the job in `failed` with its event; returns the event's sequence.
-pub(super) async fn fail_row<C: ConnectionTrait>(txn: &C, current: &job::Model, message: &str, cost_delta: &Value) -> Result<i32, LifecycleError> {
+pub(super) async fn fail_row<C: ConnectionTrait>(
+    txn: &C,
+    current: &job::Model,
+    message: &str,
+    cost_delta: &Value,
+) -> Result<i32, LifecycleError> {
     let mut row = current.clone().into_active_model();
     touch(current, &mut row);
     clear_lease(&mut row);

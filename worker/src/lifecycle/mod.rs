@@ -20,7 +20,7 @@ pub use create::{Created, NewTask, create};
 pub use error::LifecycleError;
 pub use journal::{append_partial_result, append_progress_event};
 pub use lease::{
-    Checkpoint, Claimed, Completion, FailOutcome, Failure, Lease, RetryPolicy, checkpoint, complete,
-    fail_attempt, heartbeat, merge_cost, release,
+    Checkpoint, Claimed, Completion, FailOutcome, Failure, Lease, RetryPolicy, checkpoint, complete, fail_attempt,
+    heartbeat, merge_cost, release,
 };
 pub use row::{lock_job, touch};

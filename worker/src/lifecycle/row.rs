@@ -1,8 +1,7 @@
 //! Reading a job row under its lock, and the bookkeeping every update shares.
 use entity::{now_millis, research_task_job};
 use sea_orm::{
-    ActiveValue::Set, ConnectionTrait, DatabaseBackend, DbErr, EntityTrait, QuerySelect,
-    sea_query::LockType,
+    ActiveValue::Set, ConnectionTrait, DatabaseBackend, DbErr, EntityTrait, QuerySelect, sea_query::LockType,
 };
 use uuid::Uuid;
 

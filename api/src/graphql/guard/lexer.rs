@@ -36,7 +36,11 @@ pub fn scan(text: &str, max_tokens: usize, max_nesting: usize) -> Scan {
             b'#' => at = line_end(bytes, at),
             b'"' => {
                 scan.tokens += 1;
-                at = if bytes[at..].starts_with(b"\"\"\"") { block_string_end(bytes, at + 3) } else { string_end(bytes, at + 1) };
+                at = if bytes[at..].starts_with(b"\"\"\"") {
+                    block_string_end(bytes, at + 3)
+                } else {
+                    string_end(bytes, at + 1)
+                };
             }
             b'{' | b'(' | b'[' => {
                 scan.tokens += 1;

@@ -5,8 +5,8 @@
 //! not; bounding both figures for every definition here bounds all of that work.
 use std::collections::HashMap;
 
-use async_graphql::parser::types::{ExecutableDocument, Selection, SelectionSet};
 use async_graphql::Positioned;
+use async_graphql::parser::types::{ExecutableDocument, Selection, SelectionSet};
 
 /// Why a document's shape is refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -183,6 +183,9 @@ mod tests {
         // { a { ...F } } F: { b { c } }: a's set at 1, F's set at 2, b's set at 3.
         let text = "query { a { ...F } } fragment F on A { b { c } }";
         assert_eq!(check(&parse_query(text).expect("parses"), 3, 100), Ok(()));
-        assert!(matches!(check(&parse_query(text).expect("parses"), 2, 100), Err(ShapeError::TooDeep { depth: 3, .. })));
+        assert!(matches!(
+            check(&parse_query(text).expect("parses"), 2, 100),
+            Err(ShapeError::TooDeep { depth: 3, .. })
+        ));
     }
 }

@@ -2,8 +2,8 @@
 //! answer with a server error), SQLite would store it. Every string a request carries
 //! (literals and default values in the document, variables, object keys at any depth) is
 //! checked here, with explicit stacks, so both backends refuse the same input alike.
-use async_graphql::parser::types::{ExecutableDocument, Selection, SelectionSet};
 use async_graphql::Variables;
+use async_graphql::parser::types::{ExecutableDocument, Selection, SelectionSet};
 use async_graphql_value::{ConstValue, Value};
 
 /// Whether a string may be stored.
@@ -44,7 +44,8 @@ pub fn document_is_storable(document: &ExecutableDocument) -> bool {
         sets.push(&operation.node.selection_set.node);
         for definition in &operation.node.variable_definitions {
             defaults.extend(definition.node.default_value.as_ref().map(|value| &value.node));
-            values.extend(definition.node.directives.iter().flat_map(|d| d.node.arguments.iter().map(|(_, v)| &v.node)));
+            values
+                .extend(definition.node.directives.iter().flat_map(|d| d.node.arguments.iter().map(|(_, v)| &v.node)));
         }
         values.extend(operation.node.directives.iter().flat_map(|d| d.node.arguments.iter().map(|(_, v)| &v.node)));
     }
@@ -73,7 +74,7 @@ pub fn document_is_storable(document: &ExecutableDocument) -> bool {
 }
 
 /// Whether every string in these literal values (lists and objects walked) may be stored.
-fn values_are_storable<'a>(mut stack: Vec<&'a Value>) -> bool {
+fn values_are_storable(mut stack: Vec<&Value>) -> bool {
     while let Some(value) = stack.pop() {
         match value {
             Value::String(text) if !storable(text) => return false,

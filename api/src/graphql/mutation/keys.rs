@@ -19,7 +19,11 @@ pub struct KeyMutation;
 #[Object]
 impl KeyMutation {
     /// Mints a key bound to one space.
-    async fn create_api_key(&self, ctx: &Context<'_>, input: CreateApiKeyInput) -> async_graphql::Result<CreatedApiKey> {
+    async fn create_api_key(
+        &self,
+        ctx: &Context<'_>,
+        input: CreateApiKeyInput,
+    ) -> async_graphql::Result<CreatedApiKey> {
         let run = async {
             let (caller, db) = (principal(ctx)?, &state(ctx)?.db);
             limits::text("name", &input.name, MAX_NAME_CHARS)?;

@@ -80,7 +80,8 @@ impl SpaceMutation {
             limits::text("subjectId", &subject_id, MAX_NAME_CHARS)?;
             require_role(db, caller, knowledge_space_id, MemberRole::can_manage).await?;
             let txn = begin_write(db).await?;
-            let Some(member) = members::find_active(&txn, &caller.tenant_id, knowledge_space_id, &subject_id).await? else {
+            let Some(member) = members::find_active(&txn, &caller.tenant_id, knowledge_space_id, &subject_id).await?
+            else {
                 return Ok(false);
             };
             if member.role == MemberRole::Owner {

@@ -35,12 +35,12 @@ impl TaskMutation {
             let new = validated(caller, input)?;
             let source = match space_access(&app.db, caller, new.grant.knowledge_space_id).await? {
                 None => return Err(ApiError::NotFound),
-                Some(SpaceAccess::Member(member)) => GrantSource::Member { revision: member.revision, role: member.role },
-                Some(SpaceAccess::ApiKey(key)) => GrantSource::ApiKey {
-                    key_id: key.key_id,
-                    revision: key.revision,
-                    expires_at: key.expires_at,
-                },
+                Some(SpaceAccess::Member(member)) => {
+                    GrantSource::Member { revision: member.revision, role: member.role }
+                }
+                Some(SpaceAccess::ApiKey(key)) => {
+                    GrantSource::ApiKey { key_id: key.key_id, revision: key.revision, expires_at: key.expires_at }
+                }
             };
             let new = NewTask { grant: GrantRequest { source, ..new.grant }, ..new };
             let created = lifecycle::create(&app.db, &app.notifier, new).await?;
@@ -118,7 +118,12 @@ enum Command {
 
 /// Runs a command on a task the caller may see; a task they may not see (another
 /// subject's, or one whose grant died) answers `NOT_FOUND`.
-async fn command(ctx: &Context<'_>, id: Uuid, expected: Option<i32>, command: Command) -> Result<ResearchTask, ApiError> {
+async fn command(
+    ctx: &Context<'_>,
+    id: Uuid,
+    expected: Option<i32>,
+    command: Command,
+) -> Result<ResearchTask, ApiError> {
     let (caller, app) = (principal(ctx)?, state(ctx)?);
     visible_task(&app.db, caller, id).await?.ok_or(ApiError::NotFound)?;
     let task = TaskRef {
@@ -146,11 +151,9 @@ async fn command(ctx: &Context<'_>, id: Uuid, expected: Option<i32>, command: Co
 async fn with_current(app: &AppState, id: Uuid, error: LifecycleError) -> ApiError {
     let current: Option<job::Model> = tasks::find(&app.db, id).await.ok().flatten();
     match (ApiError::from(error), current) {
-        (ApiError::Conflict { message, .. }, Some(task)) => ApiError::Conflict {
-            message,
-            current_stage: Some(task.stage),
-            row_version: Some(task.row_version),
-        },
+        (ApiError::Conflict { message, .. }, Some(task)) => {
+            ApiError::Conflict { message, current_stage: Some(task.stage), row_version: Some(task.row_version) }
+        }
         (other, _) => other,
     }
 }

@@ -14,17 +14,33 @@ pub struct ApiKey(pub api_key::Model);
 /// A service credential bound to one knowledge space.
 #[Object]
 impl ApiKey {
-    async fn id(&self) -> Uuid { self.0.id }
-    async fn name(&self) -> &str { &self.0.name }
+    async fn id(&self) -> Uuid {
+        self.0.id
+    }
+    async fn name(&self) -> &str {
+        &self.0.name
+    }
     /// The one space the key may act in.
-    async fn knowledge_space_id(&self) -> Uuid { self.0.knowledge_space_id }
+    async fn knowledge_space_id(&self) -> Uuid {
+        self.0.knowledge_space_id
+    }
     /// Bumped on every rotation; grants issued at an older revision no longer hold.
-    async fn revision(&self) -> i32 { self.0.revision }
+    async fn revision(&self) -> i32 {
+        self.0.revision
+    }
     /// The subject id the key acts as, stable across rotations.
-    async fn subject_id(&self) -> String { self.0.subject_id() }
-    async fn expires_at(&self) -> Option<DateTime<Utc>> { self.0.expires_at.map(datetime) }
-    async fn revoked_at(&self) -> Option<DateTime<Utc>> { self.0.revoked_at.map(datetime) }
-    async fn created_at(&self) -> DateTime<Utc> { datetime(self.0.created_at) }
+    async fn subject_id(&self) -> String {
+        self.0.subject_id()
+    }
+    async fn expires_at(&self) -> Option<DateTime<Utc>> {
+        self.0.expires_at.map(datetime)
+    }
+    async fn revoked_at(&self) -> Option<DateTime<Utc>> {
+        self.0.revoked_at.map(datetime)
+    }
+    async fn created_at(&self) -> DateTime<Utc> {
+        datetime(self.0.created_at)
+    }
 }
 
 /// A key together with its secret, returned once when the key is created or rotated.

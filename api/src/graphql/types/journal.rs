@@ -14,14 +14,26 @@ pub struct ResearchTaskProgressEvent(pub progress::Model);
 /// One step of a task's progress. Sequences start at 1 and have no gaps.
 #[Object]
 impl ResearchTaskProgressEvent {
-    async fn id(&self) -> Uuid { self.0.id }
+    async fn id(&self) -> Uuid {
+        self.0.id
+    }
     /// 1, 2, 3… per task; resume a subscription with the last one seen.
-    async fn sequence(&self) -> i32 { self.0.sequence }
-    async fn event_type(&self) -> GqlEventType { self.0.event_type.into() }
+    async fn sequence(&self) -> i32 {
+        self.0.sequence
+    }
+    async fn event_type(&self) -> GqlEventType {
+        self.0.event_type.into()
+    }
     /// The stage the task is in after the event.
-    async fn stage(&self) -> GqlStage { self.0.stage.into() }
-    async fn payload(&self) -> Json<Value> { Json(self.0.payload.clone()) }
-    async fn created_at(&self) -> DateTime<Utc> { datetime(self.0.created_at) }
+    async fn stage(&self) -> GqlStage {
+        self.0.stage.into()
+    }
+    async fn payload(&self) -> Json<Value> {
+        Json(self.0.payload.clone())
+    }
+    async fn created_at(&self) -> DateTime<Utc> {
+        datetime(self.0.created_at)
+    }
 }
 
 /// One evidence bundle a task produced on its way to the answer.
@@ -30,9 +42,17 @@ pub struct ResearchTaskPartialResult(pub partial::Model);
 /// One evidence bundle a task produced on its way to the answer.
 #[Object]
 impl ResearchTaskPartialResult {
-    async fn id(&self) -> Uuid { self.0.id }
+    async fn id(&self) -> Uuid {
+        self.0.id
+    }
     /// 1, 2, 3… per task; resume a subscription with the last one seen.
-    async fn sequence(&self) -> i32 { self.0.sequence }
-    async fn evidence_bundle(&self) -> Json<Value> { Json(self.0.evidence_bundle.clone()) }
-    async fn created_at(&self) -> DateTime<Utc> { datetime(self.0.created_at) }
+    async fn sequence(&self) -> i32 {
+        self.0.sequence
+    }
+    async fn evidence_bundle(&self) -> Json<Value> {
+        Json(self.0.evidence_bundle.clone())
+    }
+    async fn created_at(&self) -> DateTime<Utc> {
+        datetime(self.0.created_at)
+    }
 }

@@ -10,11 +10,11 @@ mod viewer;
 
 pub use api_key::{ApiKey, CreatedApiKey};
 pub use inputs::{
-    AddKnowledgeDocumentInput, AddKnowledgeSpaceMemberInput, CreateApiKeyInput,
-    CreateKnowledgeSpaceInput, CreateResearchTaskInput,
+    AddKnowledgeDocumentInput, AddKnowledgeSpaceMemberInput, CreateApiKeyInput, CreateKnowledgeSpaceInput,
+    CreateResearchTaskInput,
 };
-pub use space::{KnowledgeDocument, KnowledgeSpace, KnowledgeSpaceMember};
 pub use journal::{ResearchTaskPartialResult, ResearchTaskProgressEvent};
+pub use space::{KnowledgeDocument, KnowledgeSpace, KnowledgeSpaceMember};
 pub use task::ResearchTask;
 pub use trace::AnswerTrace;
 pub use viewer::Viewer;

@@ -34,12 +34,22 @@ impl KnowledgeSpace {
 /// API key), and owner-only fields answer `FORBIDDEN` to everyone else.
 #[Object]
 impl KnowledgeSpace {
-    async fn id(&self) -> Uuid { self.space.id }
-    async fn name(&self) -> &str { &self.space.name }
-    async fn created_at(&self) -> DateTime<Utc> { datetime(self.space.created_at) }
-    async fn updated_at(&self) -> DateTime<Utc> { datetime(self.space.updated_at) }
+    async fn id(&self) -> Uuid {
+        self.space.id
+    }
+    async fn name(&self) -> &str {
+        &self.space.name
+    }
+    async fn created_at(&self) -> DateTime<Utc> {
+        datetime(self.space.created_at)
+    }
+    async fn updated_at(&self) -> DateTime<Utc> {
+        datetime(self.space.updated_at)
+    }
     /// Your role here; null when you call with an API key.
-    async fn viewer_role(&self) -> Option<GqlRole> { self.viewer_role.map(Into::into) }
+    async fn viewer_role(&self) -> Option<GqlRole> {
+        self.viewer_role.map(Into::into)
+    }
 
     /// The current members. Owners only.
     #[graphql(complexity = "MAX_PAGE as usize * child_complexity")]
@@ -82,14 +92,28 @@ pub struct KnowledgeSpaceMember(pub member::Model);
 /// A subject's membership of a space.
 #[Object]
 impl KnowledgeSpaceMember {
-    async fn id(&self) -> Uuid { self.0.id }
-    async fn knowledge_space_id(&self) -> Uuid { self.0.knowledge_space_id }
-    async fn subject_id(&self) -> &str { &self.0.subject_id }
-    async fn role(&self) -> GqlRole { self.0.role.into() }
+    async fn id(&self) -> Uuid {
+        self.0.id
+    }
+    async fn knowledge_space_id(&self) -> Uuid {
+        self.0.knowledge_space_id
+    }
+    async fn subject_id(&self) -> &str {
+        &self.0.subject_id
+    }
+    async fn role(&self) -> GqlRole {
+        self.0.role.into()
+    }
     /// Bumped on every change; grants issued at an older revision no longer hold.
-    async fn revision(&self) -> i32 { self.0.revision }
-    async fn created_at(&self) -> DateTime<Utc> { datetime(self.0.created_at) }
-    async fn updated_at(&self) -> DateTime<Utc> { datetime(self.0.updated_at) }
+    async fn revision(&self) -> i32 {
+        self.0.revision
+    }
+    async fn created_at(&self) -> DateTime<Utc> {
+        datetime(self.0.created_at)
+    }
+    async fn updated_at(&self) -> DateTime<Utc> {
+        datetime(self.0.updated_at)
+    }
 }
 
 /// A document research retrieves from.
@@ -98,11 +122,23 @@ pub struct KnowledgeDocument(pub document::Model);
 /// A document research retrieves from.
 #[Object]
 impl KnowledgeDocument {
-    async fn id(&self) -> Uuid { self.0.id }
-    async fn knowledge_space_id(&self) -> Uuid { self.0.knowledge_space_id }
-    async fn title(&self) -> &str { &self.0.title }
-    async fn content(&self) -> &str { &self.0.content }
+    async fn id(&self) -> Uuid {
+        self.0.id
+    }
+    async fn knowledge_space_id(&self) -> Uuid {
+        self.0.knowledge_space_id
+    }
+    async fn title(&self) -> &str {
+        &self.0.title
+    }
+    async fn content(&self) -> &str {
+        &self.0.content
+    }
     /// The subject who added it.
-    async fn created_by(&self) -> &str { &self.0.created_by }
-    async fn created_at(&self) -> DateTime<Utc> { datetime(self.0.created_at) }
+    async fn created_by(&self) -> &str {
+        &self.0.created_by
+    }
+    async fn created_at(&self) -> DateTime<Utc> {
+        datetime(self.0.created_at)
+    }
 }

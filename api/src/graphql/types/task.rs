@@ -19,32 +19,74 @@ pub struct ResearchTask(pub job::Model);
 /// A research task. Only the subject that created it sees it, and only while its grant holds.
 #[Object]
 impl ResearchTask {
-    async fn id(&self) -> Uuid { self.0.id }
-    async fn knowledge_space_id(&self) -> Uuid { self.0.knowledge_space_id }
-    async fn query(&self) -> &str { &self.0.query }
-    async fn mode(&self) -> Option<GqlMode> { self.0.mode.map(Into::into) }
-    async fn top_k(&self) -> Option<i32> { self.0.top_k }
-    async fn budget_usd(&self) -> Option<f64> { self.0.budget_usd }
-    async fn limits(&self) -> Json<Value> { Json(self.0.limits.clone()) }
-    async fn metadata(&self) -> Json<Value> { Json(self.0.metadata.clone()) }
+    async fn id(&self) -> Uuid {
+        self.0.id
+    }
+    async fn knowledge_space_id(&self) -> Uuid {
+        self.0.knowledge_space_id
+    }
+    async fn query(&self) -> &str {
+        &self.0.query
+    }
+    async fn mode(&self) -> Option<GqlMode> {
+        self.0.mode.map(Into::into)
+    }
+    async fn top_k(&self) -> Option<i32> {
+        self.0.top_k
+    }
+    async fn budget_usd(&self) -> Option<f64> {
+        self.0.budget_usd
+    }
+    async fn limits(&self) -> Json<Value> {
+        Json(self.0.limits.clone())
+    }
+    async fn metadata(&self) -> Json<Value> {
+        Json(self.0.metadata.clone())
+    }
     /// What the engine spent so far.
-    async fn cost(&self) -> Json<Value> { Json(self.0.cost.clone()) }
-    async fn stage(&self) -> GqlStage { self.0.stage.into() }
+    async fn cost(&self) -> Json<Value> {
+        Json(self.0.cost.clone())
+    }
+    async fn stage(&self) -> GqlStage {
+        self.0.stage.into()
+    }
     /// The stage a paused task returns to on resume.
-    async fn paused_from_stage(&self) -> Option<GqlStage> { self.0.paused_from_stage.map(Into::into) }
-    async fn error(&self) -> Option<&str> { self.0.error.as_deref() }
+    async fn paused_from_stage(&self) -> Option<GqlStage> {
+        self.0.paused_from_stage.map(Into::into)
+    }
+    async fn error(&self) -> Option<&str> {
+        self.0.error.as_deref()
+    }
     /// When a paused task resumes by itself.
-    async fn resume_after(&self) -> Option<DateTime<Utc>> { self.0.resume_after.map(datetime) }
-    async fn paused_at(&self) -> Option<DateTime<Utc>> { self.0.paused_at.map(datetime) }
-    async fn completed_at(&self) -> Option<DateTime<Utc>> { self.0.completed_at.map(datetime) }
-    async fn created_at(&self) -> DateTime<Utc> { datetime(self.0.created_at) }
-    async fn updated_at(&self) -> DateTime<Utc> { datetime(self.0.updated_at) }
+    async fn resume_after(&self) -> Option<DateTime<Utc>> {
+        self.0.resume_after.map(datetime)
+    }
+    async fn paused_at(&self) -> Option<DateTime<Utc>> {
+        self.0.paused_at.map(datetime)
+    }
+    async fn completed_at(&self) -> Option<DateTime<Utc>> {
+        self.0.completed_at.map(datetime)
+    }
+    async fn created_at(&self) -> DateTime<Utc> {
+        datetime(self.0.created_at)
+    }
+    async fn updated_at(&self) -> DateTime<Utc> {
+        datetime(self.0.updated_at)
+    }
     /// Increases on every change; pass it as `expectedRowVersion` to act only on what you saw.
-    async fn row_version(&self) -> i32 { self.0.row_version }
-    async fn execution_attempts(&self) -> i32 { self.0.execution_attempts }
-    async fn max_execution_attempts(&self) -> i32 { self.0.max_execution_attempts }
+    async fn row_version(&self) -> i32 {
+        self.0.row_version
+    }
+    async fn execution_attempts(&self) -> i32 {
+        self.0.execution_attempts
+    }
+    async fn max_execution_attempts(&self) -> i32 {
+        self.0.max_execution_attempts
+    }
     /// How the creator reached the service.
-    async fn access_channel(&self) -> GqlChannel { self.0.access_channel.into() }
+    async fn access_channel(&self) -> GqlChannel {
+        self.0.access_channel.into()
+    }
 
     /// Progress events after `afterSequence` (default 0), in sequence order, at most
     /// `first` (default and maximum 100).
@@ -90,4 +132,3 @@ impl ResearchTask {
         run.await.gql()
     }
 }
-

@@ -14,16 +14,32 @@ pub struct AnswerTrace(pub trace::Model);
 /// An answer and its evidence, visible only to the subject that asked.
 #[Object]
 impl AnswerTrace {
-    async fn id(&self) -> Uuid { self.0.id }
-    async fn knowledge_space_id(&self) -> Uuid { self.0.knowledge_space_id }
+    async fn id(&self) -> Uuid {
+        self.0.id
+    }
+    async fn knowledge_space_id(&self) -> Uuid {
+        self.0.knowledge_space_id
+    }
     /// The research task that wrote it, if one did.
-    async fn research_task_id(&self) -> Option<Uuid> { self.0.research_task_id }
-    async fn query(&self) -> &str { &self.0.query }
+    async fn research_task_id(&self) -> Option<Uuid> {
+        self.0.research_task_id
+    }
+    async fn query(&self) -> &str {
+        &self.0.query
+    }
     /// The extractive answer with numbered citations.
-    async fn answer(&self) -> &str { &self.0.answer }
+    async fn answer(&self) -> &str {
+        &self.0.answer
+    }
     /// The cited evidence, in citation order.
-    async fn evidence(&self) -> Json<Value> { Json(self.0.evidence.clone()) }
+    async fn evidence(&self) -> Json<Value> {
+        Json(self.0.evidence.clone())
+    }
     /// The channel of the grant the answer was produced under.
-    async fn access_channel(&self) -> Option<GqlChannel> { self.0.access_channel.map(Into::into) }
-    async fn created_at(&self) -> DateTime<Utc> { datetime(self.0.created_at) }
+    async fn access_channel(&self) -> Option<GqlChannel> {
+        self.0.access_channel.map(Into::into)
+    }
+    async fn created_at(&self) -> DateTime<Utc> {
+        datetime(self.0.created_at)
+    }
 }

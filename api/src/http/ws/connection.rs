@@ -134,15 +134,23 @@ impl Writer {
 }
 
 /// Serves the connection until either side ends it.
-pub async fn serve(socket: WebSocket, protocol: Subprotocol, endpoint: GraphqlEndpoint, limits: ConnectionLimits, shutdown: CancellationToken) {
+pub async fn serve(
+    socket: WebSocket,
+    protocol: Subprotocol,
+    endpoint: GraphqlEndpoint,
+    limits: ConnectionLimits,
+    shutdown: CancellationToken,
+) {
     let (sink, mut stream) = socket.split();
-    let mut writer = Writer { sink, protocol, timeout: limits.send_timeout, max_message_bytes: limits.max_message_bytes };
+    let mut writer =
+        Writer { sink, protocol, timeout: limits.send_timeout, max_message_bytes: limits.max_message_bytes };
     let mut operations: StreamMap<String, BoxStream<'static, Outgoing>> = StreamMap::new();
     let mut session: Option<Session> = None;
     let mut credential_end: Option<CredentialEnd> = None;
     let init_deadline = tokio::time::sleep(limits.init_timeout);
     tokio::pin!(init_deadline);
-    let mut keep_alive = tokio::time::interval_at(tokio::time::Instant::now() + limits.ping_interval, limits.ping_interval);
+    let mut keep_alive =
+        tokio::time::interval_at(tokio::time::Instant::now() + limits.ping_interval, limits.ping_interval);
 
     let ending = loop {
         // Shutdown first: it ends the connection whatever else is ready. Then a dead
@@ -323,10 +331,14 @@ fn credential_ends(principal: &Principal, key_watch: Option<&KeyWatchGuard>) -> 
 /// The credential died: every running operation ends with the error HTTP would answer
 /// now (a `next` carrying UNAUTHENTICATED, then `complete`), and then the connection
 /// closes. Returns an ending of its own only when a write failed.
-async fn end_every_operation(writer: &mut Writer, operations: &mut StreamMap<String, BoxStream<'static, Outgoing>>) -> Option<Ending> {
+async fn end_every_operation(
+    writer: &mut Writer,
+    operations: &mut StreamMap<String, BoxStream<'static, Outgoing>>,
+) -> Option<Ending> {
     let ids: Vec<String> = operations.keys().cloned().collect();
     operations.clear();
-    let unauthenticated = json!({ "data": null, "errors": errors(&ApiError::Unauthenticated.to_string(), "UNAUTHENTICATED") });
+    let unauthenticated =
+        json!({ "data": null, "errors": errors(&ApiError::Unauthenticated.to_string(), "UNAUTHENTICATED") });
     for id in ids {
         if let Some(ending) = writer.send(Outgoing::Next(id.clone(), unauthenticated.clone())).await.ending() {
             return Some(ending);
@@ -359,7 +371,12 @@ fn is_too_big(error: &axum::Error) -> bool {
 /// One operation as the stream of messages the client gets: `next` for each result, then
 /// `complete`; or a single `error` when it failed before any field ran (the guard, parse,
 /// validation, a refused subscription), which ends it per the protocol.
-fn operation(endpoint: &GraphqlEndpoint, principal: Option<Principal>, id: String, request: async_graphql::Request) -> BoxStream<'static, Outgoing> {
+fn operation(
+    endpoint: &GraphqlEndpoint,
+    principal: Option<Principal>,
+    id: String,
+    request: async_graphql::Request,
+) -> BoxStream<'static, Outgoing> {
     let mut request = request;
     if let Some(principal) = principal {
         request = request.data(principal);

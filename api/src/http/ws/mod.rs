@@ -65,7 +65,13 @@ pub async fn graphql_ws(State(endpoint): State<WsEndpoint>, upgrade: WebSocketUp
 
 impl ConnectionLimits {
     /// From the settings' milliseconds and counts.
-    pub fn new(init_timeout_ms: u64, ping_interval_ms: u64, max_subscriptions: usize, send_timeout_ms: u64, max_message_bytes: usize) -> Self {
+    pub fn new(
+        init_timeout_ms: u64,
+        ping_interval_ms: u64,
+        max_subscriptions: usize,
+        send_timeout_ms: u64,
+        max_message_bytes: usize,
+    ) -> Self {
         Self {
             init_timeout: Duration::from_millis(init_timeout_ms),
             ping_interval: Duration::from_millis(ping_interval_ms.max(100)),

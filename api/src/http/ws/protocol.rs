@@ -98,7 +98,8 @@ pub fn parse(protocol: Subprotocol, text: &str) -> Result<Incoming, String> {
         (Subprotocol::TransportWs, "pong") => Incoming::Pong,
         (Subprotocol::TransportWs, "subscribe") | (Subprotocol::LegacyGraphqlWs, "start") => {
             let payload = envelope.payload.clone().ok_or("subscribe requires a payload")?;
-            let operation: Operation = serde_json::from_value(payload).map_err(|_| "Invalid subscribe payload".to_owned())?;
+            let operation: Operation =
+                serde_json::from_value(payload).map_err(|_| "Invalid subscribe payload".to_owned())?;
             let mut request = Request::new(operation.query);
             match operation.variables {
                 None | Some(Value::Null) => {}
@@ -147,7 +148,9 @@ impl Outgoing {
             Self::Next(id, payload) if legacy => json!({ "type": "data", "id": id, "payload": payload }),
             Self::Next(id, payload) => json!({ "type": "next", "id": id, "payload": payload }),
             // Legacy `error` carries one error object; transport-ws carries the list.
-            Self::Error(id, errors) if legacy => json!({ "type": "error", "id": id, "payload": errors.get(0).cloned().unwrap_or(Value::Null) }),
+            Self::Error(id, errors) if legacy => {
+                json!({ "type": "error", "id": id, "payload": errors.get(0).cloned().unwrap_or(Value::Null) })
+            }
             Self::Error(id, errors) => json!({ "type": "error", "id": id, "payload": errors }),
             Self::Complete(id) => json!({ "type": "complete", "id": id }),
         };
@@ -161,7 +164,8 @@ mod tests {
 
     #[test]
     fn a_subscribe_without_an_id_is_an_invalid_message() {
-        let parsed = parse(Subprotocol::TransportWs, r#"{"type":"subscribe","payload":{"query":"subscription { x }"}}"#);
+        let parsed =
+            parse(Subprotocol::TransportWs, r#"{"type":"subscribe","payload":{"query":"subscription { x }"}}"#);
         assert!(parsed.is_err());
     }
 

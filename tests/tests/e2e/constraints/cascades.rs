@@ -91,7 +91,10 @@ async fn deleting_a_knowledge_space_removes_its_tasks_grants_and_keys(db: TestDb
         "research_task_progress_events",
     ] {
         ensure!(db.count_where(table, "knowledge_space_id", task.space.id).await? == 0, "{table} kept rows");
-        ensure!(db.count_where(table, "knowledge_space_id", bystander.space.id).await? > 0, "{table} lost another space's rows");
+        ensure!(
+            db.count_where(table, "knowledge_space_id", bystander.space.id).await? > 0,
+            "{table} lost another space's rows"
+        );
     }
     ensure!(children(&db, task.job.id).await? == [0, 0, 0], "the outbox kept rows");
     Ok(())

@@ -56,7 +56,9 @@ async fn snapshot_api_key_binding_check_rejects_a_key_without_a_valid_revision(d
         let mut row = fixtures::snapshot_row(&task.member, AccessChannel::ServiceApi);
         row.api_key_id = Set(Some(key.id));
         row.api_key_revision = Set(revision);
-        db.assert_violates(insert_snapshot(&db, row).await, KEY_BINDING).await.with_context(|| format!("{revision:?}"))?;
+        db.assert_violates(insert_snapshot(&db, row).await, KEY_BINDING)
+            .await
+            .with_context(|| format!("{revision:?}"))?;
     }
     for expires_at in [None, an_hour_from_now()] {
         let mut row = fixtures::snapshot_row(&task.member, AccessChannel::ServiceApi);

@@ -158,7 +158,9 @@ async fn a_job_must_run_under_a_snapshot_of_its_own_subject_and_channel(db: Test
     let task = fixtures::task(&db).await?;
     let job = task.job.id;
     let unnamed_fk = Violation::ForeignKey(None);
-    db.assert_violates(set_one(&db, job, "subject_id", "intruder".into()).await, unnamed_fk).await.context("subject")?;
+    db.assert_violates(set_one(&db, job, "subject_id", "intruder".into()).await, unnamed_fk)
+        .await
+        .context("subject")?;
     db.assert_violates(set_one(&db, job, "access_channel", "mcp".into()).await, unnamed_fk).await.context("channel")?;
     let missing = set_one(&db, job, "permission_snapshot_id", Uuid::new_v4().into()).await;
     db.assert_violates(missing, unnamed_fk).await.context("missing snapshot")?;

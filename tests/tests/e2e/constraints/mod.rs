@@ -30,11 +30,8 @@ pub fn tests() -> Vec<DbTest> {
 
 /// `UPDATE "table" SET "column" = value, … WHERE "id" = id`, with bound values.
 async fn set(db: &TestDb, table: &str, id: Uuid, columns: &[(&str, Value)]) -> Result<ExecResult, DbErr> {
-    let assignments: Vec<String> = columns
-        .iter()
-        .enumerate()
-        .map(|(index, (column, _))| format!("\"{column}\" = ${}", index + 2))
-        .collect();
+    let assignments: Vec<String> =
+        columns.iter().enumerate().map(|(index, (column, _))| format!("\"{column}\" = ${}", index + 2)).collect();
     let sql = format!("UPDATE \"{table}\" SET {} WHERE \"id\" = $1", assignments.join(", "));
     let values = std::iter::once(Value::from(id)).chain(columns.iter().map(|(_, value)| value.clone()));
     db.exec(&sql, values).await

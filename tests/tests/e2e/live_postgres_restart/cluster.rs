@@ -48,11 +48,15 @@ impl PrivatePostgres {
         let cluster = Self { dir, port: free_port()?, as_server_user };
         if as_server_user {
             let (uid, gid) = ids_of(SERVER_USER)?;
-            std::os::unix::fs::chown(&cluster.dir, Some(uid), Some(gid)).context("handing the directory to postgres")?;
+            std::os::unix::fs::chown(&cluster.dir, Some(uid), Some(gid))
+                .context("handing the directory to postgres")?;
         }
         let data = cluster.data_dir();
         // --no-sync: the cluster lives for one test, durability across a power cut is moot.
-        cluster.run("initdb", &["-D", &data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync", "--no-instructions"])?;
+        cluster.run(
+            "initdb",
+            &["-D", &data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync", "--no-instructions"],
+        )?;
         cluster.run("pg_ctl", &cluster.pg_ctl_args(Control::Start))?;
         Ok(cluster)
     }
