@@ -6,7 +6,7 @@ pub mod domain;
 pub mod tables;
 
 pub use domain::{
-    AccessChannel, LifecycleCommand, MemberRole, OutboxStatus, ProgressEventType, ResearchMode, Stage, TransitionError,
-    now_millis,
+    AccessChannel, Clock, LifecycleCommand, MemberRole, OutboxStatus, ProgressEventType, ResearchMode, Stage,
+    TransitionError, now_millis,
 };
 pub use tables::*;

@@ -191,7 +191,7 @@ async fn seed(db: &TestDb) -> anyhow::Result<Uuid> {
             QUESTIONS[index % QUESTIONS.len()],
         );
         let input = NewTask { mode: Some(ResearchMode::Research), ..asked };
-        create(&db.db, &notifier, input).await.context("creating a task")?;
+        create(&db.db, &notifier, input, entity::now_millis()).await.context("creating a task")?;
     }
     Ok(space.id)
 }

@@ -118,7 +118,7 @@ pub async fn snapshot(
     member: &member::Model,
     channel: AccessChannel,
 ) -> anyhow::Result<permission_snapshot::Model> {
-    Ok(worker::grant::issue(&db.db, &member_grant(member, channel)).await?)
+    Ok(worker::grant::issue(&db.db, &member_grant(member, channel), entity::now_millis()).await?)
 }
 
 /// A valid request for a task asking `query` under `grant`: default mode, top 5, a
@@ -142,7 +142,9 @@ pub fn new_task(grant: GrantRequest, query: &str) -> NewTask {
 /// the lifecycle as the API would (job, snapshot and first outbox delivery).
 pub async fn job(db: &TestDb, member: &member::Model, channel: AccessChannel) -> anyhow::Result<job::Model> {
     let input = new_task(member_grant(member, channel), "How do leases fence out stale workers?");
-    let created = create(&db.db, &worker::Notifier::new(), input).await.context("creating a fixture task")?;
+    let created = create(&db.db, &worker::Notifier::new(), input, entity::now_millis())
+        .await
+        .context("creating a fixture task")?;
     Ok(created.task)
 }
 

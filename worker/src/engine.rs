@@ -7,7 +7,6 @@ use std::collections::HashMap;
 use entity::{ResearchMode, research_task_job as job};
 use sea_orm::{DatabaseConnection, DbErr, FromQueryResult, Statement};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
@@ -27,29 +26,10 @@ pub struct StageContext<'a> {
     pub cancel: CancellationToken,
 }
 
-/// What a stage spent, in estimated tokens and US dollars.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct CostReport {
-    /// Estimated tokens read.
-    pub input_tokens: i64,
-    /// Estimated tokens written.
-    pub output_tokens: i64,
-    /// Dollars at the configured prices.
-    pub usd: f64,
-}
+pub use crate::cost::CostReport;
 
-impl CostReport {
-    /// The shape accumulated in the job's `cost`: totals plus a per-stage breakdown.
-    pub fn to_delta(self, stage: &str) -> Value {
-        let part = json!({ "input_tokens": self.input_tokens, "output_tokens": self.output_tokens, "usd": self.usd });
-        json!({
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "usd": self.usd,
-            "stages": { stage: part },
-        })
-    }
-}
+/// Any error a stage may pass on as its cause.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// A stage's output with what it cost.
 #[derive(Debug, Clone)]
@@ -107,8 +87,12 @@ pub enum EngineError {
     #[error("limit exceeded: {0}")]
     LimitExceeded(String),
     /// Something that may work next time (a database hiccup, a remote model's 503).
-    #[error("{0}")]
-    Transient(String),
+    #[error(transparent)]
+    Transient(BoxError),
+    /// What an earlier stage committed cannot be read back (a row written by another
+    /// version, or damaged); retrying reads the same rows, so it may work after a fix.
+    #[error("the output an earlier stage committed cannot be read")]
+    Stored(#[source] serde_json::Error),
     /// The database failed.
     #[error(transparent)]
     Database(#[from] DbErr),
@@ -117,7 +101,7 @@ pub enum EngineError {
 impl EngineError {
     /// Whether another attempt may succeed.
     pub fn is_retryable(&self) -> bool {
-        !matches!(self, Self::LimitExceeded(_))
+        !matches!(self, Self::LimitExceeded(_) | Self::Stored(_))
     }
 }
 
@@ -166,11 +150,13 @@ impl BuiltinEngine {
     }
 
     fn cost(&self, input: &str, output: &str) -> CostReport {
-        let input_tokens = estimate_tokens(input);
-        let output_tokens = estimate_tokens(output);
-        let usd = input_tokens as f64 / 1000.0 * self.settings.input_usd_per_1k_tokens
-            + output_tokens as f64 / 1000.0 * self.settings.output_usd_per_1k_tokens;
-        CostReport { input_tokens, output_tokens, usd }
+        let per_million = |per_1k: f64| per_1k * 1_000.0;
+        CostReport::at_prices(
+            estimate_tokens(input),
+            estimate_tokens(output),
+            per_million(self.settings.input_usd_per_1k_tokens),
+            per_million(self.settings.output_usd_per_1k_tokens),
+        )
     }
 }
 

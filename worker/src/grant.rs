@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
-use entity::{AccessChannel, MemberRole, api_key, member, now_millis, permission_snapshot};
+use entity::{AccessChannel, MemberRole, api_key, member, permission_snapshot};
 use sea_orm::{ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
 use uuid::Uuid;
 
@@ -75,7 +75,11 @@ impl GrantDenial {
 }
 
 /// Writes a permission snapshot for the request and returns it.
-pub async fn issue<C: ConnectionTrait>(conn: &C, request: &GrantRequest) -> Result<permission_snapshot::Model, DbErr> {
+pub async fn issue<C: ConnectionTrait>(
+    conn: &C,
+    request: &GrantRequest,
+    now: i64,
+) -> Result<permission_snapshot::Model, DbErr> {
     let (revision, permissions, api_key_id, api_key_revision, api_key_expires_at) = match &request.source {
         GrantSource::Member { revision, role } => (*revision, role.permissions(), None, None, None),
         GrantSource::ApiKey { key_id, revision, expires_at } => (
@@ -94,7 +98,7 @@ pub async fn issue<C: ConnectionTrait>(conn: &C, request: &GrantRequest) -> Resu
         access_channel: Set(request.access_channel),
         revision: Set(revision),
         permissions: Set(serde_json::json!(permissions)),
-        issued_at: Set(now_millis()),
+        issued_at: Set(now),
         api_key_id: Set(api_key_id),
         api_key_revision: Set(api_key_revision),
         api_key_expires_at: Set(api_key_expires_at),
@@ -102,18 +106,35 @@ pub async fn issue<C: ConnectionTrait>(conn: &C, request: &GrantRequest) -> Resu
     permission_snapshot::Entity::insert(snapshot).exec_with_returning(conn).await
 }
 
-/// Whether the grant still holds now.
-pub async fn check<C: ConnectionTrait>(conn: &C, snapshot_id: Uuid) -> Result<Result<(), GrantDenial>, DbErr> {
-    let mut verdicts = check_many(conn, &[snapshot_id]).await?;
-    Ok(verdicts.remove(&snapshot_id).unwrap_or(Err(GrantDenial::Missing)))
+/// Whether a grant holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// It holds: the task may run and be read.
+    Holds,
+    /// It no longer holds, for this reason.
+    Denied(GrantDenial),
 }
 
-/// Whether each grant still holds now, in at most three queries however many there are
+impl Verdict {
+    /// Whether the grant holds.
+    pub fn holds(self) -> bool {
+        self == Self::Holds
+    }
+}
+
+/// Whether the grant holds at `now`.
+pub async fn check<C: ConnectionTrait>(conn: &C, snapshot_id: Uuid, now: i64) -> Result<Verdict, DbErr> {
+    let mut verdicts = check_many(conn, &[snapshot_id], now).await?;
+    Ok(verdicts.remove(&snapshot_id).unwrap_or(Verdict::Denied(GrantDenial::Missing)))
+}
+
+/// Whether each grant holds at `now`, in at most three queries however many there are
 /// (a page of tasks must not cost a query per row). Unknown ids answer `Missing`.
 pub async fn check_many<C: ConnectionTrait>(
     conn: &C,
     snapshot_ids: &[Uuid],
-) -> Result<HashMap<Uuid, Result<(), GrantDenial>>, DbErr> {
+    now: i64,
+) -> Result<HashMap<Uuid, Verdict>, DbErr> {
     if snapshot_ids.is_empty() {
         return Ok(HashMap::new());
     }
@@ -129,22 +150,21 @@ pub async fn check_many<C: ConnectionTrait>(
         rows.into_iter().map(|key| (key.id, key)).collect()
     };
     let members = memberships(conn, snapshots.iter().filter(|snapshot| snapshot.api_key_id.is_none())).await?;
-    let now = now_millis();
-    let mut verdicts: HashMap<Uuid, Result<(), GrantDenial>> =
-        snapshot_ids.iter().map(|id| (*id, Err(GrantDenial::Missing))).collect();
+    let mut verdicts: HashMap<Uuid, Verdict> =
+        snapshot_ids.iter().map(|id| (*id, Verdict::Denied(GrantDenial::Missing))).collect();
     for snapshot in &snapshots {
         let verdict = match snapshot.api_key_id {
             Some(key_id) => match keys.get(&key_id) {
-                Some(key) => key_denial(snapshot, key, now).map_or(Ok(()), Err),
-                None => Err(GrantDenial::KeyRevoked),
+                Some(key) => key_denial(snapshot, key, now).map_or(Verdict::Holds, Verdict::Denied),
+                None => Verdict::Denied(GrantDenial::KeyRevoked),
             },
             None => match members.get(&(
                 snapshot.tenant_id.clone(),
                 snapshot.knowledge_space_id,
                 snapshot.subject_id.clone(),
             )) {
-                Some(member) if member.removed_at.is_none() && member.revision == snapshot.revision => Ok(()),
-                _ => Err(GrantDenial::MembershipChanged),
+                Some(member) if member.removed_at.is_none() && member.revision == snapshot.revision => Verdict::Holds,
+                _ => Verdict::Denied(GrantDenial::MembershipChanged),
             },
         };
         verdicts.insert(snapshot.id, verdict);

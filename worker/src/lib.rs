@@ -3,9 +3,11 @@
 //! See `README.md` beside this crate.
 
 pub mod config;
+pub mod cost;
 pub mod db;
 pub mod engine;
 pub mod grant;
+pub mod journal;
 pub mod lifecycle;
 pub mod listener;
 pub mod notify;
@@ -15,4 +17,4 @@ pub mod runtime;
 
 pub use config::WorkerSettings;
 pub use lifecycle::LifecycleError;
-pub use notify::{Notifier, TaskSignal};
+pub use notify::{Notifier, Signal, TaskSignal};

@@ -8,7 +8,6 @@ use sea_orm::sqlx::postgres::PgListener;
 use sea_orm::{DatabaseBackend, DatabaseConnection};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use uuid::Uuid;
 
 use crate::notify::{CHANNEL, Notifier, TaskSignal};
 use crate::outbox::QUEUE_CHANNEL;
@@ -67,12 +66,7 @@ async fn listen(
         if notification.channel() == QUEUE_CHANNEL {
             // A queue message names deliveries, not one task: it only tells workers that
             // work is due somewhere.
-            notifier.publish(TaskSignal {
-                task_id: Uuid::nil(),
-                progress_sequence: None,
-                partial_sequence: None,
-                work_available: true,
-            });
+            notifier.work_due();
             continue;
         }
         match serde_json::from_str::<TaskSignal>(notification.payload()) {

@@ -23,10 +23,30 @@ pub struct TaskSignal {
     pub work_available: bool,
 }
 
-/// In-process fan-out of task signals. Cloning shares the channel.
+/// What this process's listeners hear.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Signal {
+    /// A commit changed one task.
+    Task(TaskSignal),
+    /// A queue message arrived: it names deliveries, not one task, and only tells the
+    /// worker loops that work is due somewhere.
+    WorkDue,
+}
+
+impl Signal {
+    /// Whether a worker loop may now find work.
+    pub fn announces_work(&self) -> bool {
+        match self {
+            Self::Task(task) => task.work_available,
+            Self::WorkDue => true,
+        }
+    }
+}
+
+/// In-process fan-out of signals. Cloning shares the channel.
 #[derive(Clone)]
 pub struct Notifier {
-    sender: broadcast::Sender<TaskSignal>,
+    sender: broadcast::Sender<Signal>,
 }
 
 impl Default for Notifier {
@@ -43,14 +63,20 @@ impl Notifier {
     }
 
     /// Follows every signal from now on.
-    pub fn subscribe(&self) -> broadcast::Receiver<TaskSignal> {
+    pub fn subscribe(&self) -> broadcast::Receiver<Signal> {
         self.sender.subscribe()
     }
 
-    /// Tells this process's listeners; call only after the commit that made the change.
+    /// Tells this process's listeners about a task; call only after the commit that made
+    /// the change.
     pub fn publish(&self, signal: TaskSignal) {
         // No receiver is fine: nobody is following that task right now.
-        let _ = self.sender.send(signal);
+        let _ = self.sender.send(Signal::Task(signal));
+    }
+
+    /// Tells this process's worker loops that work is due (a queue message arrived).
+    pub fn work_due(&self) {
+        let _ = self.sender.send(Signal::WorkDue);
     }
 }
 

@@ -44,8 +44,8 @@ impl QueueMessage {
 
 /// Why a publish failed; the delivery backs off and is tried again.
 #[derive(Debug, thiserror::Error)]
-#[error("publishing failed: {0}")]
-pub struct PublishError(pub String);
+#[error("publishing failed")]
+pub struct PublishError(#[source] pub crate::engine::BoxError);
 
 /// A queue the outbox publishes to.
 #[async_trait]
@@ -189,15 +189,15 @@ pub async fn dispatch_due(
             }
             Err(error) => {
                 let delay = policy.retry.delay_ms(row.dispatch_attempts + 1);
-                let written =
-                    delivery::record_failed(&txn, row, &error.to_string(), policy.max_attempts, delay, now).await?;
+                let message = format!("{:#}", anyhow::Error::from(error));
+                let written = delivery::record_failed(&txn, row, &message, policy.max_attempts, delay, now).await?;
                 match written {
                     Some(OutboxStatus::Dead) => {
-                        tracing::error!(outbox.id = %row.id, task.id = %row.research_task_job_id, error = %error, "outbox delivery is dead");
+                        tracing::error!(outbox.id = %row.id, task.id = %row.research_task_job_id, error = %message, "outbox delivery is dead");
                         outcome.dead += 1;
                     }
                     Some(_) => {
-                        tracing::warn!(outbox.id = %row.id, error = %error, "outbox publish failed; will retry");
+                        tracing::warn!(outbox.id = %row.id, error = %message, "outbox publish failed; will retry");
                         outcome.retrying += 1;
                     }
                     None => {}

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use entity::now_millis;
+use entity::Clock;
 use sea_orm::DatabaseConnection;
 use tokio::sync::{Notify, Semaphore};
 /// Re-exported so callers of [`spawn`] need not depend on tokio-util themselves.
@@ -16,15 +16,17 @@ use crate::db::is_postgres;
 use crate::engine::{BuiltinEngine, ResearchEngine};
 use crate::lifecycle::{self, LifecycleError};
 use crate::listener;
-use crate::notify::{Notifier, TaskSignal};
+use crate::notify::{Notifier, Signal};
 use crate::outbox::{self, InProcessPublisher, OutboxPolicy, PostgresPublisher, Publisher};
 use crate::pipeline::{Pipeline, RunOutcome, Stop};
 
 /// What one loop step did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
-    /// It claimed (or published) this many rows.
+    /// The lease loop claimed this many jobs.
     Claimed(usize),
+    /// The outbox loop handled this many deliveries (published, retried or dead).
+    Published(usize),
     /// Nothing was due.
     Idle,
 }
@@ -59,7 +61,14 @@ pub fn spawn_with_engine(
         Arc::new(InProcessPublisher::new(notifier.clone()))
     };
     let settings = Arc::new(settings);
-    let pipeline = Pipeline { db: db.clone(), notifier: notifier.clone(), engine, settings: settings.clone() };
+    let clock = Clock::system();
+    let pipeline = Pipeline {
+        db: db.clone(),
+        notifier: notifier.clone(),
+        engine,
+        settings: settings.clone(),
+        clock: clock.clone(),
+    };
     let wake = Wakeups::default();
     let stop = Stop { drain: shutdown.clone(), abort: CancellationToken::new() };
     let jobs = TaskTracker::new();
@@ -71,7 +80,7 @@ pub fn spawn_with_engine(
         listener::spawn_postgres_listener(&db, notifier.clone(), move || gap.both(), shutdown.clone(), tracker);
     }
     tracker.spawn(lease_loop(pipeline, wake.clone(), stop.clone(), jobs.clone()));
-    tracker.spawn(outbox_loop(db, publisher, settings.clone(), wake, shutdown.clone()));
+    tracker.spawn(outbox_loop(db, publisher, settings.clone(), clock, wake, shutdown.clone()));
     tracker.spawn(drain(jobs, stop, Duration::from_millis(settings.shutdown_grace_ms), shutdown));
 }
 
@@ -173,7 +182,7 @@ pub async fn outbox_step(
     };
     let outcome = outbox::dispatch_due(db, publisher, &settings.worker_id, settings.batch_size, now, policy).await?;
     let handled = outcome.dispatched + outcome.retrying + outcome.dead;
-    Ok(if handled == 0 { Step::Idle } else { Step::Claimed(handled) })
+    Ok(if handled == 0 { Step::Idle } else { Step::Published(handled) })
 }
 
 async fn run_logged(pipeline: &Pipeline, job: lifecycle::Claimed, stop: &Stop) {
@@ -190,9 +199,10 @@ async fn lease_loop(pipeline: Pipeline, wake: Wakeups, stop: Stop, jobs: TaskTra
     let permits = Arc::new(Semaphore::new(pipeline.settings.max_concurrency.max(1)));
     let poll = Duration::from_millis(pipeline.settings.poll_interval_ms.max(1));
     loop {
-        let step = lease_step(&pipeline, &permits, &jobs, &stop, Some(wake.lease.clone()), now_millis()).await;
+        let now = pipeline.clock.now();
+        let step = lease_step(&pipeline, &permits, &jobs, &stop, Some(wake.lease.clone()), now).await;
         let busy = match step {
-            Ok(Step::Claimed(_)) => true,
+            Ok(Step::Claimed(_) | Step::Published(_)) => true,
             Ok(Step::Idle) => false,
             Err(error) => {
                 tracing::error!(error = %error, "claiming due research tasks failed");
@@ -222,13 +232,14 @@ async fn outbox_loop(
     db: DatabaseConnection,
     publisher: Arc<dyn Publisher>,
     settings: Arc<WorkerSettings>,
+    clock: Clock,
     wake: Wakeups,
     shutdown: CancellationToken,
 ) {
     let poll = Duration::from_millis(settings.poll_interval_ms.max(1));
     loop {
-        let busy = match outbox_step(&db, publisher.as_ref(), &settings, now_millis()).await {
-            Ok(Step::Claimed(_)) => true,
+        let busy = match outbox_step(&db, publisher.as_ref(), &settings, clock.now()).await {
+            Ok(Step::Claimed(_) | Step::Published(_)) => true,
             Ok(Step::Idle) => false,
             Err(error) => {
                 tracing::error!(error = %error, "dispatching the outbox failed");
@@ -248,7 +259,7 @@ async fn outbox_loop(
 
 /// Turns in-process signals that announce work into loop wake-ups.
 async fn forward_signals(
-    mut signals: tokio::sync::broadcast::Receiver<TaskSignal>,
+    mut signals: tokio::sync::broadcast::Receiver<Signal>,
     wake: Wakeups,
     shutdown: CancellationToken,
 ) {
@@ -258,7 +269,7 @@ async fn forward_signals(
             biased;
             () = shutdown.cancelled() => break,
             received = signals.recv() => match received {
-                Ok(signal) if signal.work_available => wake.both(),
+                Ok(signal) if signal.announces_work() => wake.both(),
                 Ok(_) => {}
                 // Missed signals may have announced work: look once, to be safe.
                 Err(RecvError::Lagged(_)) => wake.both(),

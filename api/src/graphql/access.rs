@@ -63,7 +63,7 @@ pub async fn require_role<C: ConnectionTrait>(
 
 /// Whether the grant behind a row still holds.
 async fn grant_holds(db: &DatabaseConnection, snapshot_id: Uuid) -> Result<bool, ApiError> {
-    Ok(grant::check(db, snapshot_id).await?.is_ok())
+    Ok(grant::check(db, snapshot_id, entity::now_millis()).await?.holds())
 }
 
 /// Whether an API key principal may look into this space (everyone else: any space).

@@ -26,8 +26,6 @@ pub const MAX_JSON_DEPTH: usize = 32;
 pub const TOP_K: std::ops::RangeInclusive<i32> = 1..=100;
 /// The longest idempotency key, in characters.
 pub const MAX_IDEMPOTENCY_KEY_CHARS: usize = 255;
-/// Claims a task gets before it fails for good.
-pub const MAX_EXECUTION_ATTEMPTS: i32 = 3;
 
 /// A page size: `first` if it is within `0..=MAX_PAGE`, else `default`.
 pub fn page_size(first: Option<i32>, default: i32) -> Result<u64, ApiError> {

@@ -4,10 +4,11 @@
 //! grants of all its rows at once.
 use async_graphql::connection::Connection;
 use entity::{Stage, answer_trace, research_task_job as job};
-use futures_util::future::BoxFuture;
+use std::collections::HashMap;
+
 use sea_orm::{DatabaseConnection, DbErr};
 use uuid::Uuid;
-use worker::grant;
+use worker::grant::{self, Verdict};
 
 use super::access::space_access;
 use super::connection::{self, PageArgs};
@@ -59,7 +60,7 @@ pub async fn research_tasks(
     let fetch = |after| -> BoxFuture<'_, Result<Vec<job::Model>, DbErr>> {
         Box::pin(tasks::page(db, tenant, space_id, subject, stages.as_deref(), after, limit))
     };
-    let (kept, more) = scan(db, principal, space_id, &args, fetch).await?;
+    let (kept, more) = scan_visible(db, principal, space_id, &args, fetch).await?;
     Ok(connection::build(&args, kept, more, Granted::key, ResearchTask))
 }
 
@@ -74,24 +75,44 @@ pub async fn answer_traces(
     let fetch = |after| -> BoxFuture<'_, Result<Vec<answer_trace::Model>, DbErr>> {
         Box::pin(answer_traces::page(db, tenant, space_id, subject, after, limit))
     };
-    let (kept, more) = scan(db, principal, space_id, &args, fetch).await?;
+    let (kept, more) = scan_visible(db, principal, space_id, &args, fetch).await?;
     Ok(connection::build(&args, kept, more, Granted::key, AnswerTrace))
 }
 
-/// Fetches the caller's own rows after the cursor (the fetch filters by tenant, space and
-/// subject) and keeps those whose grant holds, until one more than the page size is kept
-/// (so the caller knows a next page exists), the rows run out, or `MAX_SCANS` fetches were
-/// spent. Returns the kept rows and whether rows may remain.
-async fn scan<'a, R: Granted>(
-    db: &DatabaseConnection,
+/// [`scan`] of the caller's own rows in a space, with the grants checked in the database
+/// now; nothing at all when the caller has no access to the space (an API key of another
+/// space, a removed member).
+async fn scan_visible<'a, R: Granted>(
+    db: &'a DatabaseConnection,
     principal: &Principal,
     space_id: Uuid,
     args: &PageArgs,
-    fetch: impl Fn(Option<PageKey>) -> BoxFuture<'a, Result<Vec<R>, DbErr>>,
+    fetch: impl FnMut(Option<PageKey>) -> BoxFuture<'a, Result<Vec<R>, DbErr>>,
 ) -> Result<(Vec<R>, bool), ApiError> {
+    if space_access(db, principal, space_id).await?.is_none() {
+        return Ok((Vec::new(), false));
+    }
+    let check = |ids: Vec<Uuid>| -> BoxFuture<'a, Result<HashMap<Uuid, Verdict>, DbErr>> {
+        Box::pin(async move { grant::check_many(db, &ids, entity::now_millis()).await })
+    };
+    Ok(scan(args, fetch, check).await?)
+}
+
+/// A boxed future borrowing for `'a`.
+type BoxFuture<'a, T> = futures_util::future::BoxFuture<'a, T>;
+
+/// Fetches rows after the cursor (the caller's own: the fetch filters by tenant, space and
+/// subject) and keeps those whose grant holds, until one more than the page size is kept
+/// (so the caller knows a next page exists), the rows run out, or `MAX_SCANS` fetches were
+/// spent. Each fetch's grants are checked at once. Returns the kept rows and whether rows
+/// may remain.
+async fn scan<'a, R: Granted>(
+    args: &PageArgs,
+    mut fetch: impl FnMut(Option<PageKey>) -> BoxFuture<'a, Result<Vec<R>, DbErr>>,
+    mut check: impl FnMut(Vec<Uuid>) -> BoxFuture<'a, Result<HashMap<Uuid, Verdict>, DbErr>>,
+) -> Result<(Vec<R>, bool), DbErr> {
     let mut kept = Vec::new();
-    // No access to the space (an API key of another space, a removed member): nothing.
-    let mut exhausted = space_access(db, principal, space_id).await?.is_none();
+    let mut exhausted = false;
     let mut after = args.after;
     for _ in 0..MAX_SCANS {
         if exhausted || kept.len() as u64 > args.size {
@@ -100,13 +121,95 @@ async fn scan<'a, R: Granted>(
         let rows = fetch(after).await?;
         exhausted = (rows.len() as u64) < args.fetch();
         after = rows.last().map(Granted::key).or(after);
-        let ids: Vec<Uuid> = rows.iter().filter_map(Granted::snapshot_id).collect();
-        let verdicts = grant::check_many(db, &ids).await?;
-        let holds = |row: &R| row.snapshot_id().is_none_or(|id| verdicts.get(&id).is_some_and(Result::is_ok));
+        let verdicts = check(rows.iter().filter_map(Granted::snapshot_id).collect()).await?;
+        let holds = |row: &R| row.snapshot_id().is_none_or(|id| verdicts.get(&id).is_some_and(|v| v.holds()));
         kept.extend(rows.into_iter().filter(holds));
     }
     // Rows past one more than the page only tell that a next page exists.
     let more = !exhausted || kept.len() as u64 > args.size;
     kept.truncate(usize::try_from(args.size).unwrap_or(usize::MAX).saturating_add(1));
     Ok((kept, more))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A listed row for the tests: its position and whether its grant holds.
+    #[derive(Debug, Clone, PartialEq)]
+    struct Row {
+        at: i64,
+        grant: Uuid,
+        live: bool,
+    }
+
+    impl Granted for Row {
+        fn key(&self) -> PageKey {
+            PageKey { at: self.at, id: self.grant }
+        }
+        fn snapshot_id(&self) -> Option<Uuid> {
+            Some(self.grant)
+        }
+    }
+
+    /// Rows newest first at times `n..0`, live where `live(i)` says.
+    fn rows(n: i64, live: impl Fn(i64) -> bool) -> Vec<Row> {
+        (0..n).rev().map(|at| Row { at, grant: Uuid::from_u128(at as u128 + 1), live: live(at) }).collect()
+    }
+
+    /// Scans `all` in pages of `size`, counting fetches.
+    fn run(all: &[Row], size: u64, after: Option<PageKey>) -> (Vec<i64>, bool, usize) {
+        let args = PageArgs { size, after };
+        let fetches = std::cell::Cell::new(0);
+        let fetch = |after: Option<PageKey>| -> BoxFuture<'_, Result<Vec<Row>, DbErr>> {
+            fetches.set(fetches.get() + 1);
+            let start = after.map_or(0, |key| all.iter().position(|row| row.at == key.at).map_or(all.len(), |i| i + 1));
+            let page = all[start..].iter().take(args.fetch() as usize).cloned().collect();
+            Box::pin(std::future::ready(Ok(page)))
+        };
+        let verdicts: HashMap<Uuid, Verdict> = all
+            .iter()
+            .map(|row| {
+                (row.grant, if row.live { Verdict::Holds } else { Verdict::Denied(grant::GrantDenial::Missing) })
+            })
+            .collect();
+        let check = |ids: Vec<Uuid>| -> BoxFuture<'_, Result<HashMap<Uuid, Verdict>, DbErr>> {
+            Box::pin(std::future::ready(Ok(ids.iter().map(|id| (*id, verdicts[id])).collect())))
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread().build().expect("a test runtime");
+        let (kept, more) = runtime.block_on(scan(&args, fetch, check)).expect("the fakes do not fail");
+        (kept.iter().map(|row| row.at).collect(), more, fetches.get())
+    }
+
+    #[test]
+    fn dead_rows_are_skipped_and_the_page_still_fills() {
+        let all = rows(10, |at| at % 2 == 0);
+        let (kept, more, _) = run(&all, 2, None);
+        // One more than the page is kept, to tell that another page follows.
+        assert_eq!(kept, vec![8, 6, 4]);
+        assert!(more);
+    }
+
+    #[test]
+    fn the_last_page_says_nothing_follows() {
+        let all = rows(3, |_| true);
+        let (kept, more, fetches) = run(&all, 5, None);
+        assert_eq!((kept, more, fetches), (vec![2, 1, 0], false, 1));
+    }
+
+    #[test]
+    fn a_run_of_dead_rows_is_walked_past_up_to_the_scan_limit() {
+        let all = rows(200, |at| at < 2);
+        let (kept, more, fetches) = run(&all, 2, None);
+        assert!(kept.is_empty(), "{kept:?}");
+        assert_eq!(fetches, MAX_SCANS);
+        assert!(more, "rows may remain past the scan limit");
+    }
+
+    #[test]
+    fn the_cursor_starts_after_the_given_row() {
+        let all = rows(6, |_| true);
+        let (kept, _, _) = run(&all, 2, Some(PageKey { at: 4, id: Uuid::from_u128(5) }));
+        assert_eq!(kept, vec![3, 2, 1]);
+    }
 }

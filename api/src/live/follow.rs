@@ -11,12 +11,12 @@ use sea_orm::{DatabaseConnection, DbErr, EntityTrait};
 use tokio::sync::broadcast::{self, error::RecvError};
 use uuid::Uuid;
 
-use super::topic::HasSequence;
 use super::{LiveHub, Topic, TopicEvent};
 use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::store::tasks;
+use worker::journal::{self, Journal};
 
 /// Rows read per database round trip.
 const BATCH: u64 = 100;
@@ -28,30 +28,32 @@ const OUTAGE_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
 /// The pause between two of those retries.
 const RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(200);
 
-/// A row of a task's journal that a subscription delivers.
-pub trait JournalRow: HasSequence + Clone + Send + Sync + 'static {
+/// A row of a task's journal that a subscription delivers: the journal's row, plus how
+/// it travels through a topic and whether it ends the feed.
+pub trait JournalRow: sea_orm::ModelTrait + sea_orm::FromQueryResult + Clone + Send + Sync + 'static {
+    /// Its table.
+    type Table: Journal<Model = Self>;
+    /// This kind's row in a topic event, if the event carries one.
+    fn from_event(event: &TopicEvent) -> Option<Arc<Self>>;
+    /// Whether nothing can follow this row (a progress event into a terminal stage).
+    fn ends_feed(&self) -> bool;
+    /// Its sequence.
+    fn sequence(&self) -> i32 {
+        Self::Table::sequence(self)
+    }
     /// Up to `limit` rows of the task after sequence `after`, in order.
     fn fetch(
         db: &DatabaseConnection,
         task_id: Uuid,
         after: i32,
         limit: u64,
-    ) -> impl Future<Output = Result<Vec<Self>, DbErr>> + Send;
-    /// This kind's row in a topic event, if the event carries one.
-    fn from_event(event: &TopicEvent) -> Option<Arc<Self>>;
-    /// Whether nothing can follow this row (a progress event into a terminal stage).
-    fn ends_feed(&self) -> bool;
+    ) -> impl Future<Output = Result<Vec<Self>, DbErr>> + Send {
+        journal::after::<Self::Table, _>(db, task_id, after, limit)
+    }
 }
 
 impl JournalRow for progress::Model {
-    fn fetch(
-        db: &DatabaseConnection,
-        task_id: Uuid,
-        after: i32,
-        limit: u64,
-    ) -> impl Future<Output = Result<Vec<Self>, DbErr>> + Send {
-        tasks::progress_after(db, task_id, after, limit)
-    }
+    type Table = progress::Entity;
     fn from_event(event: &TopicEvent) -> Option<Arc<Self>> {
         match event {
             TopicEvent::Progress(row) => Some(row.clone()),
@@ -64,14 +66,7 @@ impl JournalRow for progress::Model {
 }
 
 impl JournalRow for partial::Model {
-    fn fetch(
-        db: &DatabaseConnection,
-        task_id: Uuid,
-        after: i32,
-        limit: u64,
-    ) -> impl Future<Output = Result<Vec<Self>, DbErr>> + Send {
-        tasks::partials_after(db, task_id, after, limit)
-    }
+    type Table = partial::Entity;
     fn from_event(event: &TopicEvent) -> Option<Arc<Self>> {
         match event {
             TopicEvent::Partial(row) => Some(row.clone()),

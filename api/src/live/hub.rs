@@ -8,7 +8,7 @@ use sea_orm::DatabaseConnection;
 use tokio::sync::broadcast::{self, error::RecvError};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
-use worker::Notifier;
+use worker::{Notifier, Signal};
 
 use super::credentials::{KeyWatch, KeyWatchGuard};
 use super::{Topic, TopicEvent};
@@ -39,7 +39,8 @@ impl LiveHub {
                 tokio::select! {
                     () = shutdown.cancelled() => return,
                     received = signals.recv() => match received {
-                        Ok(signal) => dispatcher.wake(Some(signal.task_id)),
+                        Ok(Signal::Task(signal)) => dispatcher.wake(Some(signal.task_id)),
+                        Ok(Signal::WorkDue) => {}
                         // Missed signals: wake everyone; each topic reads after its cursor.
                         Err(RecvError::Lagged(_)) => dispatcher.wake(None),
                         Err(RecvError::Closed) => return,

@@ -10,6 +10,7 @@ use uuid::Uuid;
 
 use super::JournalRow;
 use crate::store::tasks;
+use worker::journal;
 
 /// What subscribers of a task hear.
 #[derive(Debug, Clone)]
@@ -84,8 +85,8 @@ impl Topic {
 
     async fn run(&self, db: &DatabaseConnection, poll: Duration) -> Result<(), DbErr> {
         // Start from what is committed now: subscribers replay the past themselves.
-        let mut last_progress = tasks::last_progress_sequence(db, self.task_id).await?;
-        let mut last_partial = tasks::last_partial_sequence(db, self.task_id).await?;
+        let mut last_progress = journal::last_sequence::<progress::Entity, _>(db, self.task_id).await?;
+        let mut last_partial = journal::last_sequence::<partial::Entity, _>(db, self.task_id).await?;
         let mut grant_checked = Instant::now().checked_sub(poll).unwrap_or_else(Instant::now);
         loop {
             if self.sender.receiver_count() == 0 {
@@ -102,7 +103,7 @@ impl Topic {
             // a credential; not on every event, which would double the queries per event.
             if self.grant_dirty.swap(false, Ordering::AcqRel) || grant_checked.elapsed() >= poll {
                 grant_checked = Instant::now();
-                if worker::grant::check(db, task.permission_snapshot_id).await?.is_err() {
+                if !worker::grant::check(db, task.permission_snapshot_id, entity::now_millis()).await?.holds() {
                     let _ = self.sender.send(TopicEvent::GrantRevoked);
                     return Ok(());
                 }
@@ -138,23 +139,5 @@ async fn read_all<R: JournalRow>(db: &DatabaseConnection, task_id: Uuid, after: 
         if !full {
             return Ok(rows);
         }
-    }
-}
-
-/// A journal row's sequence.
-pub trait HasSequence {
-    /// 1, 2, 3… per task.
-    fn sequence(&self) -> i32;
-}
-
-impl HasSequence for progress::Model {
-    fn sequence(&self) -> i32 {
-        self.sequence
-    }
-}
-
-impl HasSequence for partial::Model {
-    fn sequence(&self) -> i32 {
-        self.sequence
     }
 }

@@ -1,8 +1,7 @@
-//! Reads of research tasks and their journals, scoped to the subject that created them.
-//! Nothing here writes: `worker::lifecycle` is the only writer of `research_task_*` rows.
-use entity::{
-    Stage, research_task_job as job, research_task_partial_result as partial, research_task_progress_event as progress,
-};
+//! Reads of research tasks, scoped to the subject that created them (their journals are
+//! read through `worker::journal`). Nothing here writes: `worker::lifecycle` is the only
+//! writer of `research_task_*` rows.
+use entity::{Stage, research_task_job as job};
 use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 use uuid::Uuid;
 
@@ -49,60 +48,4 @@ pub async fn page<C: ConnectionTrait>(
         query = query.filter(before(job::Column::UpdatedAt, job::Column::Id, key));
     }
     query.order_by_desc(job::Column::UpdatedAt).order_by_desc(job::Column::Id).limit(limit).all(conn).await
-}
-
-/// Up to `limit` progress events of a task with sequence greater than `after`, in order.
-pub async fn progress_after<C: ConnectionTrait>(
-    conn: &C,
-    task_id: Uuid,
-    after: i32,
-    limit: u64,
-) -> Result<Vec<progress::Model>, DbErr> {
-    progress::Entity::find()
-        .filter(progress::Column::ResearchTaskJobId.eq(task_id))
-        .filter(progress::Column::Sequence.gt(after))
-        .order_by_asc(progress::Column::Sequence)
-        .limit(limit)
-        .all(conn)
-        .await
-}
-
-/// Up to `limit` partial results of a task with sequence greater than `after`, in order.
-pub async fn partials_after<C: ConnectionTrait>(
-    conn: &C,
-    task_id: Uuid,
-    after: i32,
-    limit: u64,
-) -> Result<Vec<partial::Model>, DbErr> {
-    partial::Entity::find()
-        .filter(partial::Column::ResearchTaskJobId.eq(task_id))
-        .filter(partial::Column::Sequence.gt(after))
-        .order_by_asc(partial::Column::Sequence)
-        .limit(limit)
-        .all(conn)
-        .await
-}
-
-/// The task's highest progress sequence so far (0 for none).
-pub async fn last_progress_sequence<C: ConnectionTrait>(conn: &C, task_id: Uuid) -> Result<i32, DbErr> {
-    let last: Option<Option<i32>> = progress::Entity::find()
-        .select_only()
-        .column_as(progress::Column::Sequence.max(), "last")
-        .filter(progress::Column::ResearchTaskJobId.eq(task_id))
-        .into_tuple()
-        .one(conn)
-        .await?;
-    Ok(last.flatten().unwrap_or(0))
-}
-
-/// The task's highest partial-result sequence so far (0 for none).
-pub async fn last_partial_sequence<C: ConnectionTrait>(conn: &C, task_id: Uuid) -> Result<i32, DbErr> {
-    let last: Option<Option<i32>> = partial::Entity::find()
-        .select_only()
-        .column_as(partial::Column::Sequence.max(), "last")
-        .filter(partial::Column::ResearchTaskJobId.eq(task_id))
-        .into_tuple()
-        .one(conn)
-        .await?;
-    Ok(last.flatten().unwrap_or(0))
 }

@@ -10,7 +10,7 @@ mod role;
 mod stage;
 
 pub use channel::AccessChannel;
-pub use clock::now_millis;
+pub use clock::{Clock, now_millis};
 pub use event_type::ProgressEventType;
 pub use mode::ResearchMode;
 pub use outbox_status::OutboxStatus;

@@ -78,9 +78,9 @@ impl Committer {
                 };
                 let notifier = worker::Notifier::new();
                 if pause {
-                    worker::lifecycle::pause(db, &notifier, &task, None).await?;
+                    worker::lifecycle::pause(db, &notifier, &task, None, entity::now_millis()).await?;
                 } else {
-                    worker::lifecycle::resume(db, &notifier, &task).await?;
+                    worker::lifecycle::resume(db, &notifier, &task, entity::now_millis()).await?;
                 }
             }
         }

@@ -12,6 +12,7 @@ pub fn tests() -> Vec<DbTest> {
         commands_the_stage_rule_refuses_are_conflicts,
         pause_and_resume_are_journaled_in_sequence_order,
         the_same_idempotency_key_returns_the_same_task_and_other_input_conflicts,
+        new_tasks_get_the_configured_number_of_execution_attempts,
     ]
 }
 
@@ -105,6 +106,20 @@ async fn the_same_idempotency_key_returns_the_same_task_and_other_input_conflict
     api.member("alice", &space, "bob", "VIEWER").await?;
     let bobs = api.data(Some(&api.token("bob")), CREATE_TASK, input("q")).await?;
     ensure!(bobs["createResearchTask"]["id"] != first["createResearchTask"]["id"], "{bobs}");
+    api.stop().await;
+    Ok(())
+}
+
+/// `default_max_execution_attempts` of the worker settings (`KFS_WORKER_DEFAULT_MAX_EXECUTION_ATTEMPTS`)
+/// is what the API stamps on new tasks.
+async fn new_tasks_get_the_configured_number_of_execution_attempts(db: TestDb) -> anyhow::Result<()> {
+    let api = crate::live_support::api_with(&db, |settings| settings.worker.default_max_execution_attempts = 7).await?;
+    let space = api.space("alice").await?;
+    let token = api.token("alice");
+    let task = api.task(&token, &space).await?;
+    let read = "query($id: UUID!) { researchTask(id: $id) { maxExecutionAttempts executionAttempts } }";
+    let data = api.data(Some(&token), read, json!({ "id": task["id"] })).await?;
+    ensure!(data["researchTask"] == json!({ "maxExecutionAttempts": 7, "executionAttempts": 0 }), "{data}");
     api.stop().await;
     Ok(())
 }

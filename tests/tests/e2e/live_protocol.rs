@@ -284,7 +284,14 @@ async fn a_client_that_stops_reading_is_closed_with_1013_once_it_drains_its_back
     let txn = worker::db::begin_write(&db.db).await?;
     let job = worker::lifecycle::lock_job(&txn, task).await?.ok_or_else(|| anyhow::anyhow!("task {task} not found"))?;
     for n in 0..80 {
-        worker::lifecycle::append_partial_result(&txn, &job, &format!("bulk:{n}"), json!({ "filler": filler })).await?;
+        worker::lifecycle::append_partial_result(
+            &txn,
+            &job,
+            &format!("bulk:{n}"),
+            json!({ "filler": filler }),
+            entity::now_millis(),
+        )
+        .await?;
     }
     txn.commit().await?;
 

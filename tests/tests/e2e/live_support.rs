@@ -61,9 +61,9 @@ impl Journal {
     pub async fn toggle(&mut self) -> anyhow::Result<()> {
         let (db, notifier) = (&self.state.db, &self.state.notifier);
         if self.paused {
-            lifecycle::resume(db, notifier, &self.task).await.context("resuming")?;
+            lifecycle::resume(db, notifier, &self.task, entity::now_millis()).await.context("resuming")?;
         } else {
-            lifecycle::pause(db, notifier, &self.task, None).await.context("pausing")?;
+            lifecycle::pause(db, notifier, &self.task, None, entity::now_millis()).await.context("pausing")?;
         }
         self.paused = !self.paused;
         self.written += 1;
@@ -80,7 +80,9 @@ impl Journal {
 
     /// Cancels the task: its terminal event.
     pub async fn cancel(&mut self) -> anyhow::Result<()> {
-        lifecycle::cancel(&self.state.db, &self.state.notifier, &self.task).await.context("canceling")?;
+        lifecycle::cancel(&self.state.db, &self.state.notifier, &self.task, entity::now_millis())
+            .await
+            .context("canceling")?;
         self.written += 1;
         Ok(())
     }

@@ -80,20 +80,26 @@ async fn stale_worker_cannot_commit_after_lease_expires(db: TestDb) -> anyhow::R
         Err(LifecycleError::LeaseLost) => Ok(()),
         other => Err(anyhow::anyhow!("{what} by the stale worker answered {other:?}")),
     };
-    lost(lifecycle::heartbeat(&db.db, &stale, LEASE_MS).await, "heartbeat")?;
+    lost(lifecycle::heartbeat(&db.db, &stale, LEASE_MS, entity::now_millis()).await, "heartbeat")?;
     let step = Checkpoint {
         next_stage: Stage::Retrieving,
         partial_results: vec![("retrieval:1".into(), json!({ "stale": true }))],
         cost_delta: json!({ "usd": 1.0 }),
         payload: json!({}),
     };
-    lost(lifecycle::checkpoint(&db.db, &notifier, &stale, LEASE_MS, step).await.map(|_| ()), "checkpoint")?;
+    lost(
+        lifecycle::checkpoint(&db.db, &notifier, &stale, LEASE_MS, step, entity::now_millis()).await.map(|_| ()),
+        "checkpoint",
+    )?;
     let done = Completion { answer: "stale".into(), evidence: json!([]), cost_delta: json!({}) };
-    lost(lifecycle::complete(&db.db, &notifier, &stale, done).await.map(|_| ()), "complete")?;
+    lost(lifecycle::complete(&db.db, &notifier, &stale, done, entity::now_millis()).await.map(|_| ()), "complete")?;
     let failure = Failure { message: "stale".into(), retryable: false, cost_delta: json!({}) };
     let policy = RetryPolicy { base_ms: 10, cap_ms: 10 };
-    lost(lifecycle::fail_attempt(&db.db, &notifier, &stale, failure, policy).await.map(|_| ()), "fail")?;
-    lost(lifecycle::release(&db.db, &notifier, &stale).await, "release")?;
+    lost(
+        lifecycle::fail_attempt(&db.db, &notifier, &stale, failure, policy, entity::now_millis()).await.map(|_| ()),
+        "fail",
+    )?;
+    lost(lifecycle::release(&db.db, &notifier, &stale, entity::now_millis()).await, "release")?;
 
     let after = reload(&db, task.job.id).await?;
     anyhow::ensure!(after == before, "the stale worker changed the row:\n{before:?}\n{after:?}");
@@ -114,7 +120,7 @@ async fn failed_attempts_back_off_and_the_last_one_fails_for_good(db: TestDb) ->
         anyhow::ensure!(claimed.job.execution_attempts == attempt);
         let failure = Failure { message: format!("flaky {attempt}"), retryable: true, cost_delta: json!({}) };
         let before = now_millis();
-        match lifecycle::fail_attempt(&db.db, &notifier, &claimed.lease, failure, policy).await? {
+        match lifecycle::fail_attempt(&db.db, &notifier, &claimed.lease, failure, policy, entity::now_millis()).await? {
             FailOutcome::Retrying { retry_at } if attempt < 3 => {
                 let ceiling = (1_000_i64 << (attempt - 1)).min(1_500);
                 let delay = retry_at - before;
@@ -178,7 +184,7 @@ async fn a_paused_task_resumes_by_itself_once_resume_after_passes(db: TestDb) ->
         expected_row_version: None,
     };
     let resume_after = now + 60_000;
-    lifecycle::pause(&db.db, &notifier, &owner, Some(resume_after)).await?;
+    lifecycle::pause(&db.db, &notifier, &owner, Some(resume_after), entity::now_millis()).await?;
     anyhow::ensure!(
         lifecycle::claim_due(&db.db, &notifier, "worker-b", LEASE_MS, 1, resume_after - 1).await?.is_empty()
     );

@@ -48,6 +48,12 @@ async fn a_task_runs_to_an_answer_whose_citations_point_at_its_evidence(db: Test
     anyhow::ensure!(row.stage == Stage::Completed && row.completed_at.is_some() && row.lease_token.is_none());
     anyhow::ensure!(row.cost["usd"].as_f64().is_some_and(|usd| usd > 0.0), "cost {}", row.cost);
     anyhow::ensure!(row.cost["stages"].as_object().is_some_and(|stages| stages.len() == 4), "cost {}", row.cost);
+    // The spend adds up exactly: integer nanodollars, and `usd` derived from them.
+    let nanos = row.cost["usd_nanos"].as_i64().unwrap_or_default();
+    let by_stage: i64 =
+        row.cost["stages"].as_object().into_iter().flatten().filter_map(|(_, stage)| stage["usd_nanos"].as_i64()).sum();
+    anyhow::ensure!(nanos > 0 && nanos == by_stage, "total {nanos} nanos, stages {by_stage}: {}", row.cost);
+    anyhow::ensure!(row.cost["usd"] == json!(nanos as f64 / 1e9), "usd is not usd_nanos / 1e9: {}", row.cost);
 
     let trace =
         answer_trace::Entity::find_by_id(trace_id).one(&db.db).await?.ok_or_else(|| anyhow::anyhow!("no trace"))?;
@@ -157,8 +163,8 @@ async fn command_during_stage(db: &TestDb, command: TaskCommand, expected: Stage
         expected_row_version: None,
     };
     let stopped = match command {
-        TaskCommand::Cancel => lifecycle::cancel(&db.db, &notifier, &owner_ref).await?,
-        TaskCommand::Pause => lifecycle::pause(&db.db, &notifier, &owner_ref, None).await?,
+        TaskCommand::Cancel => lifecycle::cancel(&db.db, &notifier, &owner_ref, entity::now_millis()).await?,
+        TaskCommand::Pause => lifecycle::pause(&db.db, &notifier, &owner_ref, None, entity::now_millis()).await?,
     };
     let events_at_stop = events(db, task.id).await?.len();
     // The engine never finishes on its own: only the heartbeat noticing the lost lease

@@ -43,7 +43,13 @@ pub fn pipeline(
 ) -> Pipeline {
     let settings = settings(worker_id);
     let engine = engine.unwrap_or_else(|| Arc::new(BuiltinEngine::new(settings.engine.clone())));
-    Pipeline { db: db.db.clone(), notifier: notifier.clone(), engine, settings: Arc::new(settings) }
+    Pipeline {
+        db: db.db.clone(),
+        notifier: notifier.clone(),
+        engine,
+        settings: Arc::new(settings),
+        clock: entity::Clock::system(),
+    }
 }
 
 /// The documents every research fixture space holds.
@@ -113,7 +119,7 @@ pub async fn create_task(
         limits: ask.limits,
         ..fixtures::new_task(grant, ask.query)
     };
-    Ok(create(&db.db, notifier, input).await?.task)
+    Ok(create(&db.db, notifier, input, entity::now_millis()).await?.task)
 }
 
 /// The grant of an API key of the space.

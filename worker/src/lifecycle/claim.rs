@@ -2,6 +2,7 @@
 //! failing jobs that used all their attempts, and resuming paused jobs whose
 //! `resume_after` passed.
 use entity::{ProgressEventType, Stage, research_task_job as job};
+use sea_orm::Iterable;
 use sea_orm::{
     ActiveModelTrait,
     ActiveValue::Set,
@@ -12,10 +13,11 @@ use sea_orm::{
 use serde_json::json;
 use uuid::Uuid;
 
-use super::lease::{Claimed, Lease, fail_row, signal};
-use super::{LifecycleError, append_progress_event, delivery, touch};
+use super::lease::{Claimed, Lease, fail_row};
+use super::row::{commit, signal, touch};
+use super::{LifecycleError, append_progress_event, delivery};
 use crate::db::{begin_write, is_postgres};
-use crate::notify::{Notifier, TaskSignal, notify_in_transaction};
+use crate::notify::{Notifier, TaskSignal};
 
 /// Leases up to `batch` due jobs for `worker_id`: queued, or running with no live lease,
 /// with `retry_at` passed; or paused with `resume_after` passed (resumed first). A job that
@@ -38,9 +40,7 @@ pub async fn claim_due(
             break;
         };
         let (outcome, signal) = claim_one(&txn, due, worker_id, lease_ms, now).await?;
-        notify_in_transaction(&txn, &signal).await?;
-        txn.commit().await?;
-        notifier.publish(signal);
+        commit(txn, notifier, signal).await?;
         if let Some(one) = outcome {
             claimed.push(one);
         }
@@ -52,7 +52,7 @@ pub async fn claim_due(
 async fn next_due(txn: &DatabaseTransaction, now: i64) -> Result<Option<job::Model>, LifecycleError> {
     let lease_free = Condition::any().add(job::Column::LeaseToken.is_null()).add(job::Column::LeaseExpiresAt.lte(now));
     let retry_passed = Condition::any().add(job::Column::RetryAt.is_null()).add(job::Column::RetryAt.lte(now));
-    let claimable = [Stage::Queued, Stage::Planning, Stage::Retrieving, Stage::Analyzing, Stage::Generating];
+    let claimable = Stage::iter().filter(|stage| stage.is_claimable());
     let runnable = Condition::all().add(job::Column::Stage.is_in(claimable)).add(lease_free).add(retry_passed);
     let waking = Condition::all().add(job::Column::Stage.eq(Stage::Paused)).add(job::Column::ResumeAfter.lte(now));
     let mut query = job::Entity::find()
@@ -76,23 +76,24 @@ async fn claim_one(
 ) -> Result<(Option<Claimed>, TaskSignal), LifecycleError> {
     let mut last_sequence = None;
     if due.stage == Stage::Paused {
-        let (resumed, sequence) = auto_resume(txn, &due).await?;
+        let (resumed, sequence) = auto_resume(txn, &due, now).await?;
         due = resumed;
         last_sequence = Some(sequence);
     }
     if due.execution_attempts >= due.max_execution_attempts {
         let message =
             due.error.clone().unwrap_or_else(|| format!("gave up after {} execution attempts", due.execution_attempts));
-        let sequence = fail_row(txn, &due, &message, &json!({})).await?;
+        let sequence = fail_row(txn, &due, &message, &json!({}), now).await?;
         return Ok((None, signal(due.id, Some(sequence), None, false)));
     }
 
     let token = Uuid::new_v4();
     let mut row = due.clone().into_active_model();
-    touch(&due, &mut row);
-    let first_claim = due.stage == Stage::Queued;
-    if first_claim {
-        row.stage = Set(Stage::Planning);
+    touch(&due, &mut row, now);
+    // The first claim starts the pipeline: the stage after `queued`.
+    let started = (due.stage == Stage::Queued).then(|| due.stage.next_in_pipeline()).flatten();
+    if let Some(first) = started {
+        row.stage = Set(first);
     }
     row.worker_id = Set(Some(worker_id.to_owned()));
     row.lease_token = Set(Some(token));
@@ -101,36 +102,39 @@ async fn claim_one(
     row.retry_at = Set(None);
     row.execution_attempts = Set(due.execution_attempts + 1);
     let leased = row.update(txn).await?;
-    if first_claim {
+    if let Some(first) = started {
         let payload = json!({ "worker_id": worker_id, "attempt": leased.execution_attempts });
         let sequence =
-            append_progress_event(txn, &leased, ProgressEventType::Started, Stage::Planning, "started", payload)
-                .await?;
+            append_progress_event(txn, &leased, ProgressEventType::Started, first, "started", payload, now).await?;
         last_sequence = Some(sequence);
     }
-    delivery::mark_leased(txn, leased.id).await?;
+    delivery::mark_leased(txn, leased.id, now).await?;
     let lease = Lease { job_id: leased.id, token, worker_id: worker_id.to_owned() };
     Ok((Some(Claimed { job: leased, lease }), signal(due.id, last_sequence, None, false)))
 }
 
 /// A paused job whose `resume_after` passed goes back to the stage it left, with a new
 /// delivery and a `resumed` event, as an API resume would.
-async fn auto_resume(txn: &DatabaseTransaction, paused: &job::Model) -> Result<(job::Model, i32), LifecycleError> {
+async fn auto_resume(
+    txn: &DatabaseTransaction,
+    paused: &job::Model,
+    now: i64,
+) -> Result<(job::Model, i32), LifecycleError> {
     let target = paused
         .stage
         .apply(entity::LifecycleCommand::Resume, paused.paused_from_stage)
         .map_err(|refused| LifecycleError::NotAllowed { command: "resume", current: refused.current })?;
     let mut row = paused.clone().into_active_model();
-    touch(paused, &mut row);
+    touch(paused, &mut row, now);
     row.stage = Set(target);
     row.paused_from_stage = Set(None);
     row.paused_at = Set(None);
     row.resume_after = Set(None);
     row.retry_at = Set(None);
     let resumed = row.update(txn).await?;
-    delivery::enqueue(txn, &resumed).await?;
+    delivery::enqueue(txn, &resumed, now).await?;
     let key = format!("resumed:{}", resumed.row_version);
     let payload = json!({ "from_stage": Stage::Paused, "automatic": true });
-    let sequence = append_progress_event(txn, &resumed, ProgressEventType::Resumed, target, &key, payload).await?;
+    let sequence = append_progress_event(txn, &resumed, ProgressEventType::Resumed, target, &key, payload, now).await?;
     Ok((resumed, sequence))
 }

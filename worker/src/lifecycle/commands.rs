@@ -2,14 +2,15 @@
 //! row, checks the caller's scope, `expectedRowVersion` and the stage rule, and writes the
 //! new stage, its progress event and its outbox change in one transaction. Cancel and pause
 //! clear the lease, which fences the running worker out.
-use entity::{LifecycleCommand, OutboxStatus, ProgressEventType, Stage, now_millis, research_task_job as job};
+use entity::{LifecycleCommand, OutboxStatus, ProgressEventType, Stage, research_task_job as job};
 use sea_orm::{ActiveModelTrait, ActiveValue::Set, DatabaseConnection, IntoActiveModel};
 use serde_json::json;
 use uuid::Uuid;
 
-use super::{LifecycleError, append_progress_event, delivery, lock_job, touch};
+use super::row::{clear_lease, commit, lock_job, signal, touch};
+use super::{LifecycleError, append_progress_event, delivery};
 use crate::db::begin_write;
-use crate::notify::{Notifier, TaskSignal, notify_in_transaction};
+use crate::notify::Notifier;
 
 /// A task as its caller names it: only the subject that created the task, in its own
 /// tenant, may act on it; anyone else gets `NotFound`.
@@ -30,8 +31,9 @@ pub async fn cancel(
     db: &DatabaseConnection,
     notifier: &Notifier,
     task: &TaskRef,
+    now: i64,
 ) -> Result<job::Model, LifecycleError> {
-    apply(db, notifier, task, LifecycleCommand::Cancel, None).await
+    apply(db, notifier, task, LifecycleCommand::Cancel, None, now).await
 }
 
 /// Pauses the task; with `resume_after` (epoch ms) a worker resumes it by itself then.
@@ -40,8 +42,9 @@ pub async fn pause(
     notifier: &Notifier,
     task: &TaskRef,
     resume_after: Option<i64>,
+    now: i64,
 ) -> Result<job::Model, LifecycleError> {
-    apply(db, notifier, task, LifecycleCommand::Pause, resume_after).await
+    apply(db, notifier, task, LifecycleCommand::Pause, resume_after, now).await
 }
 
 /// Resumes a paused task where it stopped, with a new outbox delivery.
@@ -49,8 +52,9 @@ pub async fn resume(
     db: &DatabaseConnection,
     notifier: &Notifier,
     task: &TaskRef,
+    now: i64,
 ) -> Result<job::Model, LifecycleError> {
-    apply(db, notifier, task, LifecycleCommand::Resume, None).await
+    apply(db, notifier, task, LifecycleCommand::Resume, None, now).await
 }
 
 async fn apply(
@@ -59,6 +63,7 @@ async fn apply(
     task: &TaskRef,
     command: LifecycleCommand,
     resume_after: Option<i64>,
+    now: i64,
 ) -> Result<job::Model, LifecycleError> {
     let txn = begin_write(db).await?;
     let current = lock_job(&txn, task.id)
@@ -80,15 +85,12 @@ async fn apply(
         .apply(command, current.paused_from_stage)
         .map_err(|refused| LifecycleError::NotAllowed { command: command_name(command), current: refused.current })?;
 
-    let now = now_millis();
     let mut row = current.clone().into_active_model();
-    touch(&current, &mut row);
+    touch(&current, &mut row, now);
     row.stage = Set(target);
     // Whatever the command, the running worker (if any) loses its lease: it is fenced out
     // and stops at its next write.
-    row.worker_id = Set(None);
-    row.lease_token = Set(None);
-    row.lease_expires_at = Set(None);
+    clear_lease(&mut row);
     let (event_type, outbox_change) = match command {
         LifecycleCommand::Cancel => {
             row.completed_at = Set(Some(now));
@@ -111,22 +113,14 @@ async fn apply(
     };
     let updated = row.update(&txn).await?;
     if let Some(status) = outbox_change {
-        delivery::close_open(&txn, updated.id, status).await?;
+        delivery::close_open(&txn, updated.id, status, now).await?;
     } else {
-        delivery::enqueue(&txn, &updated).await?;
+        delivery::enqueue(&txn, &updated, now).await?;
     }
     let key = format!("{}:{}", event_name(event_type), updated.row_version);
     let payload = json!({ "from_stage": current.stage, "resume_after": resume_after });
-    let sequence = append_progress_event(&txn, &updated, event_type, target, &key, payload).await?;
-    let signal = TaskSignal {
-        task_id: updated.id,
-        progress_sequence: Some(sequence),
-        partial_sequence: None,
-        work_available: command == LifecycleCommand::Resume,
-    };
-    notify_in_transaction(&txn, &signal).await?;
-    txn.commit().await?;
-    notifier.publish(signal);
+    let sequence = append_progress_event(&txn, &updated, event_type, target, &key, payload, now).await?;
+    commit(txn, notifier, signal(updated.id, Some(sequence), None, command == LifecycleCommand::Resume)).await?;
     Ok(updated)
 }
 

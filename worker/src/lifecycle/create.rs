@@ -1,14 +1,15 @@
 //! Creating a task: the job, the grant it runs under and its first outbox delivery, in one
 //! transaction, idempotent on the client's key.
-use entity::{ResearchMode, Stage, now_millis, research_task_job as job};
+use entity::{ResearchMode, Stage, research_task_job as job};
 use sea_orm::{ActiveValue::Set, DatabaseConnection, EntityTrait};
 use serde_json::Value;
 use uuid::Uuid;
 
+use super::row::{commit, signal};
 use super::{LifecycleError, delivery};
 use crate::db::begin_write;
 use crate::grant::{self, GrantRequest};
-use crate::notify::{Notifier, TaskSignal, notify_in_transaction};
+use crate::notify::Notifier;
 
 /// Everything needed to create a task; validated by the caller.
 #[derive(Debug, Clone)]
@@ -56,27 +57,24 @@ fn derived_id(grant: &GrantRequest, key: &str) -> Uuid {
 }
 
 /// Creates the task, or returns the one its idempotency key already created.
-pub async fn create(db: &DatabaseConnection, notifier: &Notifier, input: NewTask) -> Result<Created, LifecycleError> {
+pub async fn create(
+    db: &DatabaseConnection,
+    notifier: &Notifier,
+    input: NewTask,
+    now: i64,
+) -> Result<Created, LifecycleError> {
     let id = match &input.idempotency_key {
         Some(key) => derived_id(&input.grant, key),
         None => Uuid::now_v7(),
     };
     if let Some(existing) = job::Entity::find_by_id(id).one(db).await? {
-        return replay(db, existing, &input).await;
+        return replay(db, existing, &input, now).await;
     }
-    match insert(db, id, &input).await {
-        Ok(task) => {
-            notifier.publish(TaskSignal {
-                task_id: task.id,
-                progress_sequence: None,
-                partial_sequence: None,
-                work_available: true,
-            });
-            Ok(Created { task, replayed: false })
-        }
+    match insert(db, notifier, id, &input, now).await {
+        Ok(task) => Ok(Created { task, replayed: false }),
         // Two requests with one key raced; the loser answers with the winner's task.
         Err(error) if input.idempotency_key.is_some() => match job::Entity::find_by_id(id).one(db).await? {
-            Some(existing) => replay(db, existing, &input).await,
+            Some(existing) => replay(db, existing, &input, now).await,
             None => Err(error),
         },
         Err(error) => Err(error),
@@ -87,12 +85,17 @@ pub async fn create(db: &DatabaseConnection, notifier: &Notifier, input: NewTask
 /// matches what created it. Replay never returns what a read of the task would not: the
 /// task must be the caller's own (tenant, space and subject) and its grant must still
 /// hold (a member removed and re-added, or a key rotated, holds a new grant, not the old).
-async fn replay(db: &DatabaseConnection, existing: job::Model, input: &NewTask) -> Result<Created, LifecycleError> {
+async fn replay(
+    db: &DatabaseConnection,
+    existing: job::Model,
+    input: &NewTask,
+    now: i64,
+) -> Result<Created, LifecycleError> {
     let grant = &input.grant;
     let owned = existing.tenant_id == grant.tenant_id
         && existing.knowledge_space_id == grant.knowledge_space_id
         && existing.subject_id == grant.subject_id;
-    if !owned || grant::check(db, existing.permission_snapshot_id).await?.is_err() {
+    if !owned || !grant::check(db, existing.permission_snapshot_id, now).await?.holds() {
         return Err(LifecycleError::IdempotencyKeyUnreadable);
     }
     let same = existing.query == input.query
@@ -105,10 +108,15 @@ async fn replay(db: &DatabaseConnection, existing: job::Model, input: &NewTask) 
 }
 
 /// Writes the snapshot, job and first delivery in one transaction.
-async fn insert(db: &DatabaseConnection, id: Uuid, input: &NewTask) -> Result<job::Model, LifecycleError> {
+async fn insert(
+    db: &DatabaseConnection,
+    notifier: &Notifier,
+    id: Uuid,
+    input: &NewTask,
+    now: i64,
+) -> Result<job::Model, LifecycleError> {
     let txn = begin_write(db).await?;
-    let snapshot = grant::issue(&txn, &input.grant).await?;
-    let now = now_millis();
+    let snapshot = grant::issue(&txn, &input.grant, now).await?;
     let row = job::ActiveModel {
         id: Set(id),
         tenant_id: Set(input.grant.tenant_id.clone()),
@@ -143,10 +151,8 @@ async fn insert(db: &DatabaseConnection, id: Uuid, input: &NewTask) -> Result<jo
         updated_at: Set(now),
     };
     let task = job::Entity::insert(row).exec_with_returning(&txn).await?;
-    delivery::enqueue(&txn, &task).await?;
-    let signal = TaskSignal { task_id: task.id, progress_sequence: None, partial_sequence: None, work_available: true };
-    notify_in_transaction(&txn, &signal).await?;
-    txn.commit().await?;
+    delivery::enqueue(&txn, &task, now).await?;
+    commit(txn, notifier, signal(task.id, None, None, true)).await?;
     Ok(task)
 }
 

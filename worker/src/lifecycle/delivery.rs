@@ -1,5 +1,5 @@
 //! Outbox rows: every delivery of a job to the queue is written in the job's transaction.
-use entity::{OutboxStatus, now_millis, research_task_job, research_task_outbox as outbox};
+use entity::{OutboxStatus, research_task_job, research_task_outbox as outbox};
 use sea_orm::{
     ActiveValue::Set,
     ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QuerySelect, UpdateMany,
@@ -14,7 +14,11 @@ pub fn idempotency_key(job_id: Uuid, delivery_revision: i32) -> String {
 }
 
 /// Writes the job's next delivery (revision = the highest so far + 1).
-pub async fn enqueue<C: ConnectionTrait>(txn: &C, job: &research_task_job::Model) -> Result<outbox::Model, DbErr> {
+pub async fn enqueue<C: ConnectionTrait>(
+    txn: &C,
+    job: &research_task_job::Model,
+    now: i64,
+) -> Result<outbox::Model, DbErr> {
     let last: Option<i32> = outbox::Entity::find()
         .select_only()
         .column_as(outbox::Column::DeliveryRevision.max(), "revision")
@@ -24,7 +28,6 @@ pub async fn enqueue<C: ConnectionTrait>(txn: &C, job: &research_task_job::Model
         .await?
         .flatten();
     let revision = last.unwrap_or(0) + 1;
-    let now = now_millis();
     let row = outbox::ActiveModel {
         id: Set(Uuid::now_v7()),
         research_task_job_id: Set(job.id),
@@ -56,17 +59,22 @@ pub async fn enqueue<C: ConnectionTrait>(txn: &C, job: &research_task_job::Model
 
 /// Ends every delivery of the job that is still on its way, with `status`
 /// (canceled on cancel and pause, completed when the task finishes).
-pub async fn close_open<C: ConnectionTrait>(txn: &C, job_id: Uuid, status: OutboxStatus) -> Result<u64, DbErr> {
+pub async fn close_open<C: ConnectionTrait>(
+    txn: &C,
+    job_id: Uuid,
+    status: OutboxStatus,
+    now: i64,
+) -> Result<u64, DbErr> {
     let open = [OutboxStatus::Pending, OutboxStatus::Dispatching, OutboxStatus::Dispatched, OutboxStatus::Leased];
-    move_unlocked(txn, job_id, &open, status).await
+    move_unlocked(txn, job_id, &open, status, now).await
 }
 
 /// Marks the job's open delivery `leased`: a worker picked the job up, so the outbox loop
 /// need not publish it (again). The publisher's lock is cleared, which fences out an
 /// outbox loop that is publishing it right now.
-pub async fn mark_leased<C: ConnectionTrait>(txn: &C, job_id: Uuid) -> Result<u64, DbErr> {
+pub async fn mark_leased<C: ConnectionTrait>(txn: &C, job_id: Uuid, now: i64) -> Result<u64, DbErr> {
     let open = [OutboxStatus::Pending, OutboxStatus::Dispatching, OutboxStatus::Dispatched];
-    move_unlocked(txn, job_id, &open, OutboxStatus::Leased).await
+    move_unlocked(txn, job_id, &open, OutboxStatus::Leased, now).await
 }
 
 /// An update of outbox rows that releases the publisher's lock (all three lock columns
@@ -85,8 +93,9 @@ async fn move_unlocked<C: ConnectionTrait>(
     job_id: Uuid,
     from: &[OutboxStatus],
     to: OutboxStatus,
+    now: i64,
 ) -> Result<u64, DbErr> {
-    let result = unlocked(now_millis())
+    let result = unlocked(now)
         .col_expr(outbox::Column::Status, Expr::value(to))
         .filter(outbox::Column::ResearchTaskJobId.eq(job_id))
         .filter(outbox::Column::Status.is_in(from.iter().copied()))

@@ -1,60 +1,15 @@
-//! Appending progress events and partial results with gapless per-job sequences.
+//! Appending to a task's journals (progress events and partial results) with gapless
+//! per-job sequences. The next sequence is the last one plus one, which is only gapless
+//! because callers hold the job's row lock; a key written before returns its sequence.
 use entity::{
-    ProgressEventType, Stage, now_millis, research_task_job, research_task_partial_result as partial,
+    ProgressEventType, Stage, research_task_job, research_task_partial_result as partial,
     research_task_progress_event as progress,
 };
-use sea_orm::{
-    ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
-};
+use sea_orm::{ActiveValue::Set, ConnectionTrait, DbErr, EntityTrait};
 use serde_json::Value;
 use uuid::Uuid;
 
-/// A per-job journal table: rows keyed by (job, sequence) and (job, idempotency key).
-trait Journal: EntityTrait {
-    /// The job column.
-    const JOB: Self::Column;
-    /// The idempotency-key column.
-    const KEY: Self::Column;
-    /// The sequence column.
-    const SEQUENCE: Self::Column;
-}
-
-impl Journal for progress::Entity {
-    const JOB: progress::Column = progress::Column::ResearchTaskJobId;
-    const KEY: progress::Column = progress::Column::IdempotencyKey;
-    const SEQUENCE: progress::Column = progress::Column::Sequence;
-}
-
-impl Journal for partial::Entity {
-    const JOB: partial::Column = partial::Column::ResearchTaskJobId;
-    const KEY: partial::Column = partial::Column::IdempotencyKey;
-    const SEQUENCE: partial::Column = partial::Column::Sequence;
-}
-
-/// The sequence of the job's row with this key, if one was written already.
-async fn existing<J: Journal, C: ConnectionTrait>(txn: &C, job_id: Uuid, key: &str) -> Result<Option<i32>, DbErr> {
-    J::find()
-        .select_only()
-        .column(J::SEQUENCE)
-        .filter(J::JOB.eq(job_id))
-        .filter(J::KEY.eq(key))
-        .into_tuple()
-        .one(txn)
-        .await
-}
-
-/// The job's next sequence. Only gapless because callers hold the job's row lock.
-async fn next_sequence<J: Journal, C: ConnectionTrait>(txn: &C, job_id: Uuid) -> Result<i32, DbErr> {
-    let last: Option<i32> = J::find()
-        .select_only()
-        .column(J::SEQUENCE)
-        .filter(J::JOB.eq(job_id))
-        .order_by_desc(J::SEQUENCE)
-        .into_tuple()
-        .one(txn)
-        .await?;
-    Ok(last.unwrap_or(0) + 1)
-}
+use crate::journal::{last_sequence, sequence_of_key};
 
 /// Appends one progress event unless one with the same idempotency key exists; returns
 /// the sequence of the event (new or existing). Call only while holding the job's lock.
@@ -65,11 +20,12 @@ pub async fn append_progress_event<C: ConnectionTrait>(
     stage: Stage,
     idempotency_key: &str,
     payload: Value,
+    now: i64,
 ) -> Result<i32, DbErr> {
-    if let Some(sequence) = existing::<progress::Entity, _>(txn, job.id, idempotency_key).await? {
+    if let Some(sequence) = sequence_of_key::<progress::Entity, _>(txn, job.id, idempotency_key).await? {
         return Ok(sequence);
     }
-    let sequence = next_sequence::<progress::Entity, _>(txn, job.id).await?;
+    let sequence = last_sequence::<progress::Entity, _>(txn, job.id).await? + 1;
     let event = progress::ActiveModel {
         id: Set(Uuid::now_v7()),
         tenant_id: Set(job.tenant_id.clone()),
@@ -80,7 +36,7 @@ pub async fn append_progress_event<C: ConnectionTrait>(
         event_type: Set(event_type),
         stage: Set(stage),
         payload: Set(payload),
-        created_at: Set(now_millis()),
+        created_at: Set(now),
     };
     progress::Entity::insert(event).exec_without_returning(txn).await?;
     Ok(sequence)
@@ -93,11 +49,12 @@ pub async fn append_partial_result<C: ConnectionTrait>(
     job: &research_task_job::Model,
     idempotency_key: &str,
     evidence_bundle: Value,
+    now: i64,
 ) -> Result<i32, DbErr> {
-    if let Some(sequence) = existing::<partial::Entity, _>(txn, job.id, idempotency_key).await? {
+    if let Some(sequence) = sequence_of_key::<partial::Entity, _>(txn, job.id, idempotency_key).await? {
         return Ok(sequence);
     }
-    let sequence = next_sequence::<partial::Entity, _>(txn, job.id).await?;
+    let sequence = last_sequence::<partial::Entity, _>(txn, job.id).await? + 1;
     let result = partial::ActiveModel {
         id: Set(Uuid::now_v7()),
         tenant_id: Set(job.tenant_id.clone()),
@@ -106,7 +63,7 @@ pub async fn append_partial_result<C: ConnectionTrait>(
         sequence: Set(sequence),
         idempotency_key: Set(idempotency_key.to_owned()),
         evidence_bundle: Set(evidence_bundle),
-        created_at: Set(now_millis()),
+        created_at: Set(now),
     };
     partial::Entity::insert(result).exec_without_returning(txn).await?;
     Ok(sequence)

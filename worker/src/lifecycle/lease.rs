@@ -1,17 +1,18 @@
 //! The worker's side of the lifecycle after a claim (`claim.rs`): heartbeat, checkpoint,
 //! complete, fail and release. Every write after the claim is fenced by the lease token: a worker whose lease
 //! was re-claimed, canceled or paused gets [`LifecycleError::LeaseLost`] and writes nothing.
-use entity::{OutboxStatus, ProgressEventType, Stage, answer_trace, now_millis, research_task_job as job};
+use entity::{OutboxStatus, ProgressEventType, Stage, answer_trace, research_task_job as job};
 use sea_orm::{
-    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction,
-    EntityTrait, IntoActiveModel, QueryFilter,
+    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, IntoActiveModel,
+    QueryFilter,
 };
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::{LifecycleError, append_partial_result, append_progress_event, delivery, lock_job, touch};
+use super::row::{clear_lease, commit, lock_leased, signal, touch};
+use super::{LifecycleError, append_partial_result, append_progress_event, delivery};
 use crate::db::begin_write;
-use crate::notify::{Notifier, TaskSignal, notify_in_transaction};
+use crate::notify::Notifier;
 
 /// A held lease: what every fenced write carries.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,8 +105,7 @@ impl RetryPolicy {
 /// Extends the lease while a stage runs. Lease internals only: it neither bumps
 /// `row_version` nor `updated_at`, so a client's `expectedRowVersion` is not made stale
 /// every few seconds by a change it cannot see.
-pub async fn heartbeat(db: &DatabaseConnection, lease: &Lease, lease_ms: i64) -> Result<(), LifecycleError> {
-    let now = now_millis();
+pub async fn heartbeat(db: &DatabaseConnection, lease: &Lease, lease_ms: i64, now: i64) -> Result<(), LifecycleError> {
     let result = job::Entity::update_many()
         .col_expr(job::Column::LeaseExpiresAt, now.saturating_add(lease_ms).into())
         .col_expr(job::Column::HeartbeatAt, now.into())
@@ -124,24 +124,24 @@ pub async fn checkpoint(
     lease: &Lease,
     lease_ms: i64,
     step: Checkpoint,
+    now: i64,
 ) -> Result<job::Model, LifecycleError> {
     let txn = begin_write(db).await?;
     let current = lock_leased(&txn, lease).await?;
     if step.next_stage == Stage::Completed || !current.stage.may_become(step.next_stage, None) {
         return Err(LifecycleError::NotAllowed { command: "checkpoint", current: current.stage });
     }
-    let now = now_millis();
     let mut row = current.clone().into_active_model();
-    touch(&current, &mut row);
+    touch(&current, &mut row, now);
     row.stage = Set(step.next_stage);
-    row.cost = Set(merge_cost(&current.cost, &step.cost_delta));
+    row.cost = Set(crate::cost::merge(&current.cost, &step.cost_delta));
     // A boundary proves the worker alive: the lease runs on from here.
     row.lease_expires_at = Set(Some(now + lease_ms));
     row.heartbeat_at = Set(Some(now));
     let updated = row.update(&txn).await?;
     let mut partial_sequence = None;
     for (key, bundle) in step.partial_results {
-        partial_sequence = Some(append_partial_result(&txn, &updated, &key, bundle).await?);
+        partial_sequence = Some(append_partial_result(&txn, &updated, &key, bundle, now).await?);
     }
     let key = format!("stage:{}", step.next_stage.as_str());
     let mut payload = step.payload;
@@ -149,11 +149,10 @@ pub async fn checkpoint(
         fields.insert("from_stage".into(), json!(current.stage));
     }
     let sequence =
-        append_progress_event(&txn, &updated, ProgressEventType::StageChanged, step.next_stage, &key, payload).await?;
+        append_progress_event(&txn, &updated, ProgressEventType::StageChanged, step.next_stage, &key, payload, now)
+            .await?;
     let signal = signal(updated.id, Some(sequence), partial_sequence, false);
-    notify_in_transaction(&txn, &signal).await?;
-    txn.commit().await?;
-    notifier.publish(signal);
+    commit(txn, notifier, signal).await?;
     Ok(updated)
 }
 
@@ -164,21 +163,21 @@ pub async fn complete(
     notifier: &Notifier,
     lease: &Lease,
     completion: Completion,
+    now: i64,
 ) -> Result<answer_trace::Model, LifecycleError> {
     let txn = begin_write(db).await?;
     let current = lock_leased(&txn, lease).await?;
     if !current.stage.may_become(Stage::Completed, None) {
         return Err(LifecycleError::NotAllowed { command: "complete", current: current.stage });
     }
-    let now = now_millis();
     let mut row = current.clone().into_active_model();
-    touch(&current, &mut row);
+    touch(&current, &mut row, now);
     clear_lease(&mut row);
     row.stage = Set(Stage::Completed);
     row.completed_at = Set(Some(now));
     row.retry_at = Set(None);
     row.error = Set(None);
-    row.cost = Set(merge_cost(&current.cost, &completion.cost_delta));
+    row.cost = Set(crate::cost::merge(&current.cost, &completion.cost_delta));
     let updated = row.update(&txn).await?;
     let trace = answer_trace::ActiveModel {
         id: Set(Uuid::now_v7()),
@@ -195,7 +194,7 @@ pub async fn complete(
         access_channel: Set(Some(updated.access_channel)),
     };
     let trace = answer_trace::Entity::insert(trace).exec_with_returning(&txn).await?;
-    delivery::close_open(&txn, updated.id, OutboxStatus::Completed).await?;
+    delivery::close_open(&txn, updated.id, OutboxStatus::Completed, now).await?;
     let payload = json!({ "from_stage": current.stage, "answer_trace_id": trace.id, "cost": updated.cost });
     let sequence = append_progress_event(
         &txn,
@@ -204,12 +203,11 @@ pub async fn complete(
         Stage::Completed,
         "stage:completed",
         payload,
+        now,
     )
     .await?;
     let signal = signal(updated.id, Some(sequence), None, false);
-    notify_in_transaction(&txn, &signal).await?;
-    txn.commit().await?;
-    notifier.publish(signal);
+    commit(txn, notifier, signal).await?;
     Ok(trace)
 }
 
@@ -221,53 +219,47 @@ pub async fn fail_attempt(
     lease: &Lease,
     failure: Failure,
     policy: RetryPolicy,
+    now: i64,
 ) -> Result<FailOutcome, LifecycleError> {
     let txn = begin_write(db).await?;
     let current = lock_leased(&txn, lease).await?;
     let attempts_left = current.execution_attempts < current.max_execution_attempts;
     let (outcome, signal) = if failure.retryable && attempts_left {
-        let retry_at = now_millis() + policy.delay_ms(current.execution_attempts);
+        let retry_at = now + policy.delay_ms(current.execution_attempts);
         let mut row = current.clone().into_active_model();
-        touch(&current, &mut row);
+        touch(&current, &mut row, now);
         clear_lease(&mut row);
         row.retry_at = Set(Some(retry_at));
         row.error = Set(Some(failure.message));
-        row.cost = Set(merge_cost(&current.cost, &failure.cost_delta));
+        row.cost = Set(crate::cost::merge(&current.cost, &failure.cost_delta));
         row.update(&txn).await?;
         (FailOutcome::Retrying { retry_at }, signal(current.id, None, None, false))
     } else {
-        let sequence = fail_row(&txn, &current, &failure.message, &failure.cost_delta).await?;
+        let sequence = fail_row(&txn, &current, &failure.message, &failure.cost_delta, now).await?;
         (FailOutcome::Failed, signal(current.id, Some(sequence), None, false))
     };
-    notify_in_transaction(&txn, &signal).await?;
-    txn.commit().await?;
-    notifier.publish(signal);
+    commit(txn, notifier, signal).await?;
     Ok(outcome)
 }
 
 /// Gives the lease back (graceful shutdown) so another worker picks the job up at once;
 /// the attempt it used is given back too, since nothing failed.
-pub async fn release(db: &DatabaseConnection, notifier: &Notifier, lease: &Lease) -> Result<(), LifecycleError> {
+pub async fn release(
+    db: &DatabaseConnection,
+    notifier: &Notifier,
+    lease: &Lease,
+    now: i64,
+) -> Result<(), LifecycleError> {
     let txn = begin_write(db).await?;
     let current = lock_leased(&txn, lease).await?;
     let mut row = current.clone().into_active_model();
-    touch(&current, &mut row);
+    touch(&current, &mut row, now);
     clear_lease(&mut row);
     row.execution_attempts = Set((current.execution_attempts - 1).max(0));
     row.update(&txn).await?;
     let signal = signal(current.id, None, None, true);
-    notify_in_transaction(&txn, &signal).await?;
-    txn.commit().await?;
-    notifier.publish(signal);
+    commit(txn, notifier, signal).await?;
     Ok(())
-}
-
-/// Locks the job and checks it still carries this lease.
-async fn lock_leased(txn: &DatabaseTransaction, lease: &Lease) -> Result<job::Model, LifecycleError> {
-    match lock_job(txn, lease.job_id).await? {
-        Some(current) if current.lease_token == Some(lease.token) => Ok(current),
-        _ => Err(LifecycleError::LeaseLost),
-    }
 }
 
 /// Ends the job in `failed` with its event; returns the event's sequence.
@@ -276,53 +268,20 @@ pub(super) async fn fail_row<C: ConnectionTrait>(
     current: &job::Model,
     message: &str,
     cost_delta: &Value,
+    now: i64,
 ) -> Result<i32, LifecycleError> {
     let mut row = current.clone().into_active_model();
-    touch(current, &mut row);
+    touch(current, &mut row, now);
     clear_lease(&mut row);
     row.stage = Set(Stage::Failed);
     row.error = Set(Some(message.to_owned()));
     row.retry_at = Set(None);
-    row.completed_at = Set(Some(now_millis()));
-    row.cost = Set(merge_cost(&current.cost, cost_delta));
+    row.completed_at = Set(Some(now));
+    row.cost = Set(crate::cost::merge(&current.cost, cost_delta));
     let updated = row.update(txn).await?;
-    delivery::close_open(txn, updated.id, OutboxStatus::Completed).await?;
+    delivery::close_open(txn, updated.id, OutboxStatus::Completed, now).await?;
     let payload = json!({ "from_stage": current.stage, "error": message, "attempts": updated.execution_attempts });
-    Ok(append_progress_event(txn, &updated, ProgressEventType::Failed, Stage::Failed, "failed", payload).await?)
-}
-
-pub(super) fn clear_lease(row: &mut job::ActiveModel) {
-    row.worker_id = Set(None);
-    row.lease_token = Set(None);
-    row.lease_expires_at = Set(None);
-}
-
-pub(super) fn signal(task_id: Uuid, progress: Option<i32>, partial: Option<i32>, work_available: bool) -> TaskSignal {
-    TaskSignal { task_id, progress_sequence: progress, partial_sequence: partial, work_available }
-}
-
-/// Adds `delta` into `total` number by number (objects merge recursively), so the job's
-/// `cost` accumulates whatever shape the engine reports.
-pub fn merge_cost(total: &Value, delta: &Value) -> Value {
-    match (total, delta) {
-        (Value::Object(left), Value::Object(right)) => {
-            let mut merged = left.clone();
-            for (key, value) in right {
-                let next = match left.get(key) {
-                    Some(existing) => merge_cost(existing, value),
-                    None => value.clone(),
-                };
-                merged.insert(key.clone(), next);
-            }
-            Value::Object(merged)
-        }
-        (Value::Number(left), Value::Number(right)) => match (left.as_i64(), right.as_i64()) {
-            (Some(a), Some(b)) => json!(a.saturating_add(b)),
-            _ => json!(left.as_f64().unwrap_or(0.0) + right.as_f64().unwrap_or(0.0)),
-        },
-        (_, Value::Null) => total.clone(),
-        _ => delta.clone(),
-    }
+    Ok(append_progress_event(txn, &updated, ProgressEventType::Failed, Stage::Failed, "failed", payload, now).await?)
 }
 
 #[cfg(test)]
@@ -337,12 +296,5 @@ mod tests {
             let delay = policy.delay_ms(attempts);
             assert!(delay >= ceiling / 2 && delay <= ceiling, "attempt {attempts}: {delay}");
         }
-    }
-
-    #[test]
-    fn cost_merges_number_by_number() {
-        let total = json!({ "usd": 0.5, "tokens": { "input": 10 } });
-        let delta = json!({ "usd": 0.25, "tokens": { "input": 5, "output": 2 } });
-        assert_eq!(merge_cost(&total, &delta), json!({ "usd": 0.75, "tokens": { "input": 15, "output": 2 } }));
     }
 }

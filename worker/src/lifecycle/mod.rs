@@ -2,13 +2,18 @@
 //! calls the commands (create, cancel, pause, resume); the worker loops call the lease
 //! functions (claim, heartbeat, checkpoint, complete, fail).
 //!
-//! **Invariant:** every event's sequence is allocated in the transaction that writes it,
-//! while that transaction holds the job's row lock, so commit order equals sequence order.
+//! Its invariants (the only writer, fencing, sequences allocated under the row lock,
+//! idempotent journals, heartbeats and `row_version`) are written once, in
+//! ARCHITECTURE.md. Visibility enforces the first: the row primitives (`row`, `delivery`)
+//! are crate-private, and tests reach them only through the `test-support` feature.
 
 mod claim;
 mod commands;
 mod create;
+#[cfg(feature = "test-support")]
 pub mod delivery;
+#[cfg(not(feature = "test-support"))]
+pub(crate) mod delivery;
 mod error;
 mod journal;
 mod lease;
@@ -21,6 +26,7 @@ pub use error::LifecycleError;
 pub use journal::{append_partial_result, append_progress_event};
 pub use lease::{
     Checkpoint, Claimed, Completion, FailOutcome, Failure, Lease, RetryPolicy, checkpoint, complete, fail_attempt,
-    heartbeat, merge_cost, release,
+    heartbeat, release,
 };
-pub use row::{lock_job, touch};
+#[cfg(feature = "test-support")]
+pub use row::lock_job;

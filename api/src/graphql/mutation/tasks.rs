@@ -2,17 +2,16 @@
 //! only checks the caller and the input, and maps the outcome.
 use async_graphql::{Context, Object};
 use chrono::{DateTime, Utc};
-use entity::{ResearchMode, research_task_job as job};
+use entity::{ResearchMode, now_millis, research_task_job as job};
 use uuid::Uuid;
 use worker::LifecycleError;
 use worker::grant::{GrantRequest, GrantSource};
 use worker::lifecycle::{self, NewTask, TaskRef};
 
-use crate::auth::Principal;
 use crate::error::{ApiError, IntoGql};
 use crate::graphql::access::{SpaceAccess, space_access, visible_task};
 use crate::graphql::context::{principal, state};
-use crate::graphql::limits::{self, MAX_EXECUTION_ATTEMPTS, MAX_QUERY_CHARS};
+use crate::graphql::limits::{self, MAX_QUERY_CHARS};
 use crate::graphql::types::{CreateResearchTaskInput, ResearchTask};
 use crate::state::AppState;
 use crate::store::tasks;
@@ -32,8 +31,9 @@ impl TaskMutation {
     ) -> async_graphql::Result<ResearchTask> {
         let run = async {
             let (caller, app) = (principal(ctx)?, state(ctx)?);
-            let new = validated(caller, input)?;
-            let source = match space_access(&app.db, caller, new.grant.knowledge_space_id).await? {
+            let max_execution_attempts = app.settings.worker.default_max_execution_attempts;
+            let task = validated(input, max_execution_attempts)?;
+            let source = match space_access(&app.db, caller, task.knowledge_space_id).await? {
                 None => return Err(ApiError::NotFound),
                 Some(SpaceAccess::Member(member)) => {
                     GrantSource::Member { revision: member.revision, role: member.role }
@@ -42,8 +42,14 @@ impl TaskMutation {
                     GrantSource::ApiKey { key_id: key.key_id, revision: key.revision, expires_at: key.expires_at }
                 }
             };
-            let new = NewTask { grant: GrantRequest { source, ..new.grant }, ..new };
-            let created = lifecycle::create(&app.db, &app.notifier, new).await?;
+            let grant = GrantRequest {
+                tenant_id: caller.tenant_id.clone(),
+                knowledge_space_id: task.knowledge_space_id,
+                subject_id: caller.subject_id.clone(),
+                access_channel: caller.channel,
+                source,
+            };
+            let created = lifecycle::create(&app.db, &app.notifier, task.into_new(grant), now_millis()).await?;
             Ok(ResearchTask(created.task))
         };
         run.await.gql()
@@ -85,19 +91,38 @@ impl TaskMutation {
     }
 }
 
-/// The input checked against every limit, with a placeholder grant source the caller's
-/// access replaces.
-fn validated(caller: &Principal, input: CreateResearchTaskInput) -> Result<NewTask, ApiError> {
+/// A task's input, checked against every limit; the grant is the caller's to add.
+struct ValidTask {
+    knowledge_space_id: Uuid,
+    fields: NewTaskFields,
+}
+
+/// Everything of a [`NewTask`] but its grant.
+struct NewTaskFields {
+    query: String,
+    mode: Option<ResearchMode>,
+    top_k: Option<i32>,
+    budget_usd: Option<f64>,
+    limits: serde_json::Value,
+    metadata: serde_json::Value,
+    idempotency_key: Option<String>,
+    max_execution_attempts: i32,
+}
+
+impl ValidTask {
+    /// The task to create under `grant`.
+    fn into_new(self, grant: GrantRequest) -> NewTask {
+        let NewTaskFields { query, mode, top_k, budget_usd, limits, metadata, idempotency_key, max_execution_attempts } =
+            self.fields;
+        NewTask { grant, query, mode, top_k, budget_usd, limits, metadata, idempotency_key, max_execution_attempts }
+    }
+}
+
+/// The input checked against every limit. New tasks get `max_execution_attempts` claims
+/// (the worker settings' `default_max_execution_attempts`).
+fn validated(input: CreateResearchTaskInput, max_execution_attempts: i32) -> Result<ValidTask, ApiError> {
     limits::text("query", &input.query, MAX_QUERY_CHARS)?;
-    let grant = GrantRequest {
-        tenant_id: caller.tenant_id.clone(),
-        knowledge_space_id: input.knowledge_space_id,
-        subject_id: caller.subject_id.clone(),
-        access_channel: caller.channel,
-        source: GrantSource::Member { revision: 1, role: entity::MemberRole::Viewer },
-    };
-    Ok(NewTask {
-        grant,
+    let fields = NewTaskFields {
         query: input.query,
         mode: input.mode.map(ResearchMode::from),
         top_k: limits::top_k(input.top_k)?,
@@ -105,8 +130,9 @@ fn validated(caller: &Principal, input: CreateResearchTaskInput) -> Result<NewTa
         limits: limits::json_object("limits", input.limits)?,
         metadata: limits::json_object("metadata", input.metadata)?,
         idempotency_key: limits::idempotency_key(input.idempotency_key)?,
-        max_execution_attempts: MAX_EXECUTION_ATTEMPTS,
-    })
+        max_execution_attempts,
+    };
+    Ok(ValidTask { knowledge_space_id: input.knowledge_space_id, fields })
 }
 
 /// A lifecycle command and its argument.
@@ -133,9 +159,11 @@ async fn command(
         expected_row_version: expected,
     };
     let outcome = match command {
-        Command::Cancel => lifecycle::cancel(&app.db, &app.notifier, &task).await,
-        Command::Pause(resume_after) => lifecycle::pause(&app.db, &app.notifier, &task, resume_after).await,
-        Command::Resume => lifecycle::resume(&app.db, &app.notifier, &task).await,
+        Command::Cancel => lifecycle::cancel(&app.db, &app.notifier, &task, now_millis()).await,
+        Command::Pause(resume_after) => {
+            lifecycle::pause(&app.db, &app.notifier, &task, resume_after, now_millis()).await
+        }
+        Command::Resume => lifecycle::resume(&app.db, &app.notifier, &task, now_millis()).await,
     };
     match outcome {
         Ok(updated) => Ok(ResearchTask(updated)),

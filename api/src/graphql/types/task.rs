@@ -2,16 +2,19 @@
 //! and its answer.
 use async_graphql::{Context, Json, Object};
 use chrono::{DateTime, Utc};
-use entity::research_task_job as job;
+use entity::{
+    research_task_job as job, research_task_partial_result as partial, research_task_progress_event as progress,
+};
 use serde_json::Value;
 use uuid::Uuid;
+use worker::journal;
 
 use super::{AnswerTrace, ResearchTaskPartialResult, ResearchTaskProgressEvent, datetime};
 use crate::error::{ApiError, IntoGql};
 use crate::graphql::context::state;
 use crate::graphql::enums::{GqlChannel, GqlMode, GqlStage};
 use crate::graphql::limits::{MAX_PAGE, after_sequence, page_size};
-use crate::store::{answer_traces, tasks};
+use crate::store::answer_traces;
 
 /// A research task. Only the subject that created it sees it, and only while its grant holds.
 pub struct ResearchTask(pub job::Model);
@@ -99,7 +102,7 @@ impl ResearchTask {
     ) -> async_graphql::Result<Vec<ResearchTaskProgressEvent>> {
         let run = async {
             let (after, size) = (after_sequence(after)?, page_size(first, MAX_PAGE)?);
-            let rows = tasks::progress_after(&state(ctx)?.db, self.0.id, after, size).await?;
+            let rows = journal::after::<progress::Entity, _>(&state(ctx)?.db, self.0.id, after, size).await?;
             Ok::<_, ApiError>(rows.into_iter().map(ResearchTaskProgressEvent).collect())
         };
         run.await.gql()
@@ -116,7 +119,7 @@ impl ResearchTask {
     ) -> async_graphql::Result<Vec<ResearchTaskPartialResult>> {
         let run = async {
             let (after, size) = (after_sequence(after)?, page_size(first, MAX_PAGE)?);
-            let rows = tasks::partials_after(&state(ctx)?.db, self.0.id, after, size).await?;
+            let rows = journal::after::<partial::Entity, _>(&state(ctx)?.db, self.0.id, after, size).await?;
             Ok::<_, ApiError>(rows.into_iter().map(ResearchTaskPartialResult).collect())
         };
         run.await.gql()

@@ -1,0 +1,235 @@
+//! Runs one claimed job from its current stage to the end. At every stage boundary it
+//! re-checks the grant, runs the engine's stage (`stages.rs`) under a cancellation token
+//! while heartbeating, and commits a checkpoint. Stage outputs that later stages need are
+//! read back from what the checkpoints committed, so a re-run after a crash resumes at
+//! the last committed stage with no duplicate and no gap.
+mod stages;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use entity::{Clock, research_task_job as job};
+use sea_orm::DatabaseConnection;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
+use uuid::Uuid;
+
+use crate::config::WorkerSettings;
+use crate::cost;
+use crate::engine::{Limits, ResearchEngine};
+use crate::grant::{self, Verdict};
+use crate::lifecycle::{self, Claimed, FailOutcome, Failure, Lease, LifecycleError};
+use crate::notify::Notifier;
+use stages::StageEnd;
+
+/// Everything a run needs; cheap to share between the jobs a worker runs at once.
+#[derive(Clone)]
+pub struct Pipeline {
+    /// The database.
+    pub db: DatabaseConnection,
+    /// In-process wake-ups and live events.
+    pub notifier: Notifier,
+    /// What each stage does.
+    pub engine: Arc<dyn ResearchEngine>,
+    /// Leases, heartbeats, retries.
+    pub settings: Arc<WorkerSettings>,
+    /// The time every lifecycle write is stamped with.
+    pub clock: Clock,
+}
+
+/// How a worker is asked to stop.
+#[derive(Clone, Default)]
+pub struct Stop {
+    /// Stop at the next stage boundary (after its checkpoint) and release the lease.
+    pub drain: CancellationToken,
+    /// Stop now, dropping the running stage, and release the lease.
+    pub abort: CancellationToken,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunOutcome {
+    /// The task completed with this answer trace.
+    Completed(Uuid),
+    /// The attempt failed and the task waits for `retry_at`.
+    Retrying(i64),
+    /// The task ended in `failed` with this error.
+    Failed(String),
+    /// Another party took the lease (expiry and re-claim, cancel, pause): nothing was written.
+    LeaseLost,
+    /// The worker is stopping and gave the lease back.
+    Released,
+}
+
+/// What became of a stage run under the heartbeat.
+enum Guarded<T> {
+    Done(T),
+    LeaseLost,
+    Aborted,
+}
+
+impl Pipeline {
+    /// Runs the job until it completes, fails, waits for a retry, loses its lease or is
+    /// stopped, inside one `task run` span. Errors are database failures while recording
+    /// the outcome; the lease then lapses and another claim retries the stage.
+    pub async fn run(&self, claimed: Claimed, stop: &Stop) -> Result<RunOutcome, LifecycleError> {
+        let span = tracing::info_span!(
+            "task run",
+            task.id = %claimed.job.id,
+            stage = claimed.job.stage.as_str(),
+            attempt = claimed.job.execution_attempts,
+            worker_id = %claimed.lease.worker_id,
+        );
+        self.run_stages(claimed, stop).instrument(span).await
+    }
+
+    async fn run_stages(&self, claimed: Claimed, stop: &Stop) -> Result<RunOutcome, LifecycleError> {
+        let lease = claimed.lease;
+        let mut task = claimed.job;
+        loop {
+            tracing::Span::current().record("stage", task.stage.as_str());
+            if !task.stage.is_running() {
+                // A claim always leaves a running stage; anything else means someone else
+                // moved the task, so there is nothing for this lease to do.
+                return Ok(RunOutcome::LeaseLost);
+            }
+            if stop.drain.is_cancelled() {
+                return self.release(&lease).await;
+            }
+            match grant::check(&self.db, task.permission_snapshot_id, self.clock.now()).await {
+                Ok(Verdict::Holds) => {}
+                Ok(Verdict::Denied(denial)) => {
+                    return self.fail(&lease, denial.message().to_owned(), false, Value::Null).await;
+                }
+                Err(error) => {
+                    return self.fail(&lease, format!("checking the grant failed: {error}"), true, Value::Null).await;
+                }
+            }
+            if let Some(deadline) = Limits::of(&task).deadline_ms
+                && self.clock.now() - task.created_at > deadline
+            {
+                let message = format!("limit exceeded: limits.deadline_ms {deadline} passed");
+                return self.fail(&lease, message, false, Value::Null).await;
+            }
+            let cancel = CancellationToken::new();
+            let work = stages::run(&self.db, self.engine.as_ref(), &task, cancel.clone());
+            let ended = match self.guarded(&lease, &stop.abort, &cancel, work).await {
+                Guarded::Done(Ok(ended)) => ended,
+                Guarded::Done(Err(error)) => {
+                    let retryable = error.is_retryable();
+                    let message = format!("{:#}", anyhow::Error::from(error));
+                    return self.fail(&lease, message, retryable, Value::Null).await;
+                }
+                Guarded::LeaseLost => return Ok(RunOutcome::LeaseLost),
+                Guarded::Aborted => return self.release(&lease).await,
+            };
+            if let Some(message) = over_budget(&task, ended.cost_delta()) {
+                let spent = ended.cost_delta().clone();
+                return self.fail(&lease, message, false, spent).await;
+            }
+            let (db, notifier, now) = (&self.db, &self.notifier, self.clock.now());
+            match ended {
+                StageEnd::Next(step) => {
+                    match lifecycle::checkpoint(db, notifier, &lease, self.settings.lease_ms, step, now).await {
+                        Ok(next) => task = next,
+                        Err(LifecycleError::LeaseLost) => return Ok(RunOutcome::LeaseLost),
+                        Err(error) => return Err(error),
+                    }
+                }
+                StageEnd::Done(done) => {
+                    return match lifecycle::complete(db, notifier, &lease, done, now).await {
+                        Ok(trace) => {
+                            tracing::info!(answer_trace.id = %trace.id, "research task completed");
+                            Ok(RunOutcome::Completed(trace.id))
+                        }
+                        Err(LifecycleError::LeaseLost) => Ok(RunOutcome::LeaseLost),
+                        Err(error) => Err(error),
+                    };
+                }
+            }
+        }
+    }
+
+    /// Runs `work` while heartbeating; stops it when the lease is lost or the worker aborts.
+    async fn guarded<T>(
+        &self,
+        lease: &Lease,
+        abort: &CancellationToken,
+        cancel: &CancellationToken,
+        work: impl Future<Output = T>,
+    ) -> Guarded<T> {
+        let beat = async {
+            let mut ticker = tokio::time::interval(Duration::from_millis(self.settings.heartbeat_ms.max(1)));
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            // The first tick is immediate; the claim or checkpoint just renewed the lease.
+            ticker.tick().await;
+            loop {
+                ticker.tick().await;
+                match lifecycle::heartbeat(&self.db, lease, self.settings.lease_ms, self.clock.now()).await {
+                    Ok(()) => {}
+                    Err(LifecycleError::LeaseLost) => return,
+                    // A missed beat is not fatal: the lease has slack, and the checkpoint
+                    // is fenced anyway.
+                    Err(error) => tracing::warn!(error = %error, "heartbeat failed"),
+                }
+            }
+        };
+        // Abort first: past the grace period the stage must stop even if it is about to
+        // finish. Then a lost lease, which makes the stage's result worthless. Work last.
+        let outcome = tokio::select! {
+            biased;
+            () = abort.cancelled() => Guarded::Aborted,
+            () = beat => Guarded::LeaseLost,
+            out = work => return Guarded::Done(out),
+        };
+        cancel.cancel();
+        outcome
+    }
+
+    async fn fail(
+        &self,
+        lease: &Lease,
+        message: String,
+        retryable: bool,
+        cost_delta: Value,
+    ) -> Result<RunOutcome, LifecycleError> {
+        let failure = Failure { message: message.clone(), retryable, cost_delta };
+        let policy = self.settings.retry_policy();
+        match lifecycle::fail_attempt(&self.db, &self.notifier, lease, failure, policy, self.clock.now()).await {
+            Ok(FailOutcome::Retrying { retry_at }) => {
+                tracing::warn!(error = %message, retry_at, "research attempt failed; will retry");
+                Ok(RunOutcome::Retrying(retry_at))
+            }
+            Ok(FailOutcome::Failed) => {
+                tracing::warn!(error = %message, "research task failed");
+                Ok(RunOutcome::Failed(message))
+            }
+            Err(LifecycleError::LeaseLost) => Ok(RunOutcome::LeaseLost),
+            Err(error) => Err(error),
+        }
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<RunOutcome, LifecycleError> {
+        match lifecycle::release(&self.db, &self.notifier, lease, self.clock.now()).await {
+            Ok(()) => Ok(RunOutcome::Released),
+            Err(LifecycleError::LeaseLost) => Ok(RunOutcome::LeaseLost),
+            Err(error) => Err(error),
+        }
+    }
+}
+
+/// The budget message when the task's spend plus `delta` passes `budget_usd`, compared in
+/// whole nanodollars.
+fn over_budget(task: &job::Model, delta: &Value) -> Option<String> {
+    let budget = cost::usd_to_nanos(task.budget_usd?);
+    let spent = cost::spent_nanos(&cost::merge(&task.cost, delta));
+    (spent > budget).then(|| {
+        format!(
+            "budget exceeded: spent ${:.9} of the ${:.9} budget",
+            cost::nanos_to_usd(spent),
+            cost::nanos_to_usd(budget)
+        )
+    })
+}
