@@ -1,5 +1,4 @@
-//! The GraphQL server: HTTP and WebSocket endpoints, identity and permission scoping.
-//! See `README.md` beside this crate.
+#![doc = include_str!("../README.md")]
 
 pub mod auth;
 pub mod config;

@@ -6,7 +6,6 @@ use anyhow::Context;
 use api::auth::{Claims, mint_token};
 use api::config::Settings;
 use clap::{Parser, Subcommand};
-use migration::MigratorTrait;
 
 /// The research-task GraphQL server.
 #[derive(Parser)]
@@ -62,8 +61,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Migrate => {
             settings.prepare_storage()?;
-            let db = worker::db::connect(&settings.database_url).await?;
-            migration::Migrator::up(&db, None).await?;
+            worker::db::connect_and_migrate(&settings.database_url).await?;
             tracing::info!("migrations applied");
             Ok(())
         }

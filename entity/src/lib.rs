@@ -1,6 +1,4 @@
-//! SeaORM entities for every table of the service, plus the domain enums and the stage
-//! rules. This crate knows nothing of GraphQL, HTTP or tokio tasks: it is the vocabulary
-//! the other crates share. See `README.md` beside this crate.
+#![doc = include_str!("../README.md")]
 
 pub mod domain;
 pub mod tables;

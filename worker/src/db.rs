@@ -32,12 +32,45 @@ pub async fn connect(url: &str) -> Result<DatabaseConnection, DbErr> {
     Database::connect(options).await
 }
 
-/// Opens a pool and applies every pending migration.
+/// Opens a pool and applies every pending migration (see [`migrate`]).
 pub async fn connect_and_migrate(url: &str) -> Result<DatabaseConnection, DbErr> {
-    use migration::MigratorTrait;
     let db = connect(url).await?;
-    migration::Migrator::up(&db, None).await?;
+    migrate(&db).await?;
     Ok(db)
+}
+
+/// The PostgreSQL advisory lock every process takes around migrating: "kfs_migr".
+const MIGRATION_LOCK: i64 = 0x6b66_735f_6d69_6772;
+
+/// Applies every pending migration, one process at a time. Every replica migrates on
+/// start, so two starting together against a fresh PostgreSQL would race to create the
+/// same tables: each takes a session advisory lock first, and the second finds nothing
+/// left to do once it holds it. The lock is the session's, so a process that dies while
+/// migrating releases it. On SQLite each migration's transaction takes the write lock,
+/// which serves the same purpose.
+pub async fn migrate(db: &DatabaseConnection) -> Result<(), DbErr> {
+    use migration::MigratorTrait;
+    if db.get_database_backend() != DatabaseBackend::Postgres {
+        return migration::Migrator::up(db, None).await;
+    }
+    let sqlx_error = |error: sea_orm::sqlx::Error| DbErr::Conn(sea_orm::RuntimeErr::SqlxError(error.into()));
+    let mut session = db.get_postgres_connection_pool().acquire().await.map_err(sqlx_error)?;
+    sea_orm::sqlx::query("SELECT pg_advisory_lock($1)")
+        .bind(MIGRATION_LOCK)
+        .execute(&mut *session)
+        .await
+        .map_err(sqlx_error)?;
+    let migrated = migration::Migrator::up(db, None).await;
+    let unlocked =
+        sea_orm::sqlx::query("SELECT pg_advisory_unlock($1)").bind(MIGRATION_LOCK).execute(&mut *session).await;
+    if unlocked.is_err() {
+        // Never hand a session that may still hold the lock back to the pool: closing it
+        // ends the session, and the lock with it.
+        drop(session.detach());
+    }
+    migrated?;
+    unlocked.map_err(sqlx_error)?;
+    Ok(())
 }
 
 /// Begins a transaction that will write. On SQLite it takes the write lock up front

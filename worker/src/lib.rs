@@ -1,6 +1,4 @@
-//! The worker: the task lifecycle (the only writer of `research_task_*` rows), the grant
-//! check, the lease loop, the outbox loop and the research pipeline.
-//! See `README.md` beside this crate.
+#![doc = include_str!("../README.md")]
 
 pub mod config;
 pub mod cost;

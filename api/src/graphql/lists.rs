@@ -11,7 +11,7 @@ use uuid::Uuid;
 use worker::grant::{self, Verdict};
 
 use super::access::space_access;
-use super::connection::{self, PageArgs};
+use super::relay::{self, PageArgs};
 use super::types::{AnswerTrace, ResearchTask};
 use crate::auth::Principal;
 use crate::error::ApiError;
@@ -61,7 +61,7 @@ pub async fn research_tasks(
         Box::pin(tasks::page(db, tenant, space_id, subject, stages.as_deref(), after, limit))
     };
     let (kept, more) = scan_visible(db, principal, space_id, &args, fetch).await?;
-    Ok(connection::build(&args, kept, more, Granted::key, ResearchTask))
+    Ok(relay::build(&args, kept, more, Granted::key, ResearchTask))
 }
 
 /// One page of the caller's visible answer traces in a space, newest first.
@@ -76,7 +76,7 @@ pub async fn answer_traces(
         Box::pin(answer_traces::page(db, tenant, space_id, subject, after, limit))
     };
     let (kept, more) = scan_visible(db, principal, space_id, &args, fetch).await?;
-    Ok(connection::build(&args, kept, more, Granted::key, AnswerTrace))
+    Ok(relay::build(&args, kept, more, Granted::key, AnswerTrace))
 }
 
 /// [`scan`] of the caller's own rows in a space, with the grants checked in the database

@@ -3,7 +3,6 @@
 //! lifecycle function, map the result (`types`).
 
 mod access;
-mod connection;
 mod context;
 mod enums;
 pub mod guard;
@@ -11,6 +10,7 @@ pub mod limits;
 mod lists;
 mod mutation;
 mod query;
+mod relay;
 mod subscription;
 mod types;
 

@@ -6,11 +6,11 @@ use entity::Stage;
 use uuid::Uuid;
 
 use super::access::{self, space_access};
-use super::connection::{self, PageArgs};
 use super::context::{principal, state};
 use super::enums::GqlStage;
 use super::limits::{DEFAULT_PAGE, MAX_PAGE};
 use super::lists;
+use super::relay::{self, PageArgs};
 use super::types::{AnswerTrace, KnowledgeSpace, ResearchTask, Viewer};
 use crate::error::{ApiError, IntoGql};
 use crate::store::{PageKey, spaces};
@@ -65,7 +65,7 @@ impl QueryRoot {
                     nodes.push(KnowledgeSpace { viewer_role: access.and_then(|access| access.role()), space });
                 }
             }
-            Ok::<_, ApiError>(connection::build(&args, nodes, false, key, |node| node))
+            Ok::<_, ApiError>(relay::build(&args, nodes, false, key, |node| node))
         };
         run.await.gql()
     }

@@ -27,8 +27,8 @@ mod live_replay;
 mod live_revocation;
 mod live_support;
 mod live_worker;
+mod migration_replay;
 mod multiprocess;
-mod replay;
 mod worker_lease;
 mod worker_outbox;
 mod worker_pipeline;
@@ -53,7 +53,7 @@ fn main() -> ExitCode {
         live_revocation::tests(),
         live_worker::tests(),
         multiprocess::tests(),
-        replay::tests(),
+        migration_replay::tests(),
         worker_lease::tests(),
         worker_pipeline::tests(),
         worker_outbox::tests(),

@@ -14,6 +14,7 @@ pub fn tests() -> Vec<DbTest> {
         replaying_the_answer_trace_link_after_it_was_applied_but_not_recorded_changes_nothing,
         replaying_every_migration_after_none_was_recorded_changes_nothing;
         postgres_only: a_seed_half_applied_by_another_runner_migrates_to_the_clean_schema,
+        processes_starting_together_on_a_fresh_database_migrate_it_once,
     ]
 }
 
@@ -85,5 +86,20 @@ async fn a_seed_half_applied_by_another_runner_migrates_to_the_clean_schema(db: 
         Migrator::up(&half.db, None).await.with_context(|| format!("{what}: migrating"))?;
         schema::assert_same(&clean, &schema::dump(&half).await?).context(what)?;
     }
+    Ok(())
+}
+
+/// Every replica migrates on start. Three `api` processes started at once on a fresh
+/// PostgreSQL database take turns (an advisory lock): all three start, and each
+/// migration is recorded once.
+async fn processes_starting_together_on_a_fresh_database_migrate_it_once(db: TestDb) -> anyhow::Result<()> {
+    use kfs_tests::process::{ApiProcess, Binaries, api_command};
+    let fresh = db.empty_sibling().await?;
+    let binaries = Binaries::build().await?;
+    let start = || ApiProcess::start(api_command(&binaries.api, &fresh.url));
+    let (one, two, three) = tokio::join!(start(), start(), start());
+    let _servers = [one.context("the first api")?, two.context("the second api")?, three.context("the third api")?];
+    let recorded = fresh.strings("SELECT version FROM seaql_migrations ORDER BY version", []).await?;
+    ensure!(recorded == migration_names(), "recorded {recorded:?}, expected each of {:?} once", migration_names());
     Ok(())
 }
