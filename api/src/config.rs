@@ -39,6 +39,9 @@ pub struct Settings {
     /// `KFS_WS_SEND_TIMEOUT_MS`: how long one write may wait for a client that does not
     /// read before the connection is closed with 1013.
     pub ws_send_timeout_ms: u64,
+    /// `KFS_LOG_FORMAT`: `text` (the default) or `json`, one object per line.
+    #[serde(default)]
+    pub log_format: worker::telemetry::LogFormat,
     /// `KFS_WORKER_<FIELD>`: the worker loops' settings.
     #[serde(default)]
     pub worker: WorkerSettings,

@@ -43,14 +43,9 @@ enum Command {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,sqlx=warn,sea_orm=warn,tower_http=info".into()),
-        )
-        .init();
     let cli = Cli::parse();
     let settings = Settings::load(cli.config.as_deref()).context("loading settings")?;
+    worker::telemetry::init(settings.log_format);
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => serve(settings).await,
         Command::Token { sub, tenant, channel, ttl } => {
@@ -72,10 +67,15 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     if settings.uses_development_secret() {
         tracing::warn!("KFS_JWT_SECRET is not set: using the public development secret (embedded SQLite only)");
     }
+    // The banner is for people; with JSON logs (a machine reads stdout) the `listening`
+    // event carries the address instead.
+    let banner = settings.log_format == worker::telemetry::LogFormat::Text;
     let server = api::server::start(settings).await?;
-    println!("GraphiQL:  {}/graphiql", server.base_url());
-    println!("A token:   cargo run -p api -- token --sub alice --tenant acme");
-    println!("Then send: Authorization: Bearer <token>   (GraphiQL's Headers tab)");
+    if banner {
+        println!("GraphiQL:  {}/graphiql", server.base_url());
+        println!("A token:   cargo run -p api -- token --sub alice --tenant acme");
+        println!("Then send: Authorization: Bearer <token>   (GraphiQL's Headers tab)");
+    }
     shutdown_signal().await;
     tracing::info!("shutting down");
     server.shutdown(Duration::from_secs(10)).await;

@@ -167,6 +167,12 @@ impl Process {
         }
     }
 
+    /// The child's next stdout line, waiting up to `timeout`; `None` once it closed stdout
+    /// or nothing came in time.
+    pub async fn next_line(&mut self, timeout: Duration) -> Option<String> {
+        tokio::time::timeout(timeout, self.stdout.recv()).await.ok().flatten()
+    }
+
     /// Fails, with the child's last output, if it has exited: a dead server or worker
     /// would otherwise surface as a deadline much later.
     pub fn ensure_running(&mut self) -> anyhow::Result<()> {

@@ -12,6 +12,7 @@ pub mod notify;
 pub mod outbox;
 pub mod pipeline;
 pub mod runtime;
+pub mod telemetry;
 
 pub use config::WorkerSettings;
 pub use lifecycle::LifecycleError;

@@ -6,9 +6,9 @@ use anyhow::Context as _;
 use clap::Parser;
 use figment::Figment;
 use figment::providers::{Env, Format, Toml};
-use tracing_subscriber::EnvFilter;
 use worker::WorkerSettings;
 use worker::runtime::{CancellationToken, TaskTracker};
+use worker::telemetry::LogFormat;
 
 /// Command line of the `worker` binary. Settings come from the environment (over an
 /// optional TOML file): `DATABASE_URL` and `KFS_WORKER_<FIELD>` (e.g. `KFS_WORKER_LEASE_MS`).
@@ -24,6 +24,7 @@ struct Cli {
 struct Loaded {
     database_url: String,
     settings: WorkerSettings,
+    log_format: LogFormat,
 }
 
 fn load(cli: &Cli) -> anyhow::Result<Loaded> {
@@ -33,6 +34,7 @@ fn load(cli: &Cli) -> anyhow::Result<Loaded> {
     }
     let figment = figment
         .merge(Env::raw().only(&["DATABASE_URL"]))
+        .merge(Env::prefixed("KFS_").only(&["log_format"]))
         .merge(Env::prefixed("KFS_WORKER_").map(|key| format!("worker.{key}").into()));
     let database_url: String = figment
         .extract_inner("database_url")
@@ -42,15 +44,19 @@ fn load(cli: &Cli) -> anyhow::Result<Loaded> {
     } else {
         WorkerSettings::default()
     };
-    Ok(Loaded { database_url, settings })
+    let log_format = if figment.contains("log_format") {
+        figment.extract_inner("log_format").context("KFS_LOG_FORMAT must be text or json")?
+    } else {
+        LogFormat::default()
+    };
+    Ok(Loaded { database_url, settings, log_format })
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    tracing_subscriber::fmt().with_env_filter(filter).init();
     let cli = Cli::parse();
-    let Loaded { database_url, settings } = load(&cli)?;
+    let Loaded { database_url, settings, log_format } = load(&cli)?;
+    worker::telemetry::init(log_format);
     let db = worker::db::connect_and_migrate(&database_url).await.context("connecting to the database")?;
     tracing::info!(worker.id = %settings.worker_id, "worker started");
 

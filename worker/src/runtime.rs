@@ -185,14 +185,9 @@ pub async fn outbox_step(
     Ok(if handled == 0 { Step::Idle } else { Step::Published(handled) })
 }
 
+/// Runs one claimed job; its outcome is logged inside the run's span.
 async fn run_logged(pipeline: &Pipeline, job: lifecycle::Claimed, stop: &Stop) {
-    let task_id = job.lease.job_id;
-    match pipeline.run(job, stop).await {
-        Ok(RunOutcome::LeaseLost) => tracing::info!(task.id = %task_id, "lease lost; stopped without writing"),
-        Ok(outcome) => tracing::debug!(task.id = %task_id, outcome = ?outcome, "research run ended"),
-        // The lease lapses and another claim retries the stage.
-        Err(error) => tracing::error!(task.id = %task_id, error = %error, "research run failed to record its outcome"),
-    }
+    let _ = pipeline.run(job, stop).await;
 }
 
 async fn lease_loop(pipeline: Pipeline, wake: Wakeups, stop: Stop, jobs: TaskTracker) {

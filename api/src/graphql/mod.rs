@@ -11,6 +11,9 @@ mod lists;
 mod mutation;
 mod query;
 mod relay;
+mod spans;
+
+pub use spans::operation_span;
 mod subscription;
 mod types;
 
@@ -44,6 +47,7 @@ fn builder() -> SchemaBuilder<QueryRoot, MutationRoot, SubscriptionRoot> {
         .limit_complexity(MAX_COMPLEXITY)
         .limit_recursive_depth(MAX_RECURSIVE_DEPTH)
         .extension(crate::http::ErrorCodes)
+        .extension(spans::Spans)
 }
 
 /// The schema the server runs, with `state` in its data for every resolver.

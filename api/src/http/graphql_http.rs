@@ -4,16 +4,20 @@
 use async_graphql::ErrorExtensions;
 use async_graphql::parser::types::OperationType;
 use async_graphql::{Request, Variables};
+use async_graphql_axum::GraphQLResponse;
+use axum::body::HttpBody as _;
 use axum::body::{Body, to_bytes};
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::IntoResponse as _;
 use axum::response::Response;
 use serde_json::{Map, Value, json};
+use tracing::Instrument as _;
 
 use super::error_codes::is_request_error;
 use super::media::Media;
 use crate::auth::authenticate;
-use crate::graphql::{AppSchema, guard};
+use crate::graphql::{AppSchema, guard, operation_span};
 use crate::state::AppState;
 
 /// Everything a GraphQL handler needs.
@@ -152,7 +156,8 @@ async fn execute(endpoint: &GraphqlEndpoint, headers: &HeaderMap, media: Media, 
     if let Some(principal) = principal {
         request = request.data(principal);
     }
-    respond_with_max(media, endpoint.schema.execute(request).await, max_bytes)
+    let span = operation_span(&mut request);
+    respond_with_max(media, endpoint.schema.execute(request).instrument(span).await, max_bytes)
 }
 
 /// [`respond_with_max`] for responses that cannot be large (request errors).
@@ -163,8 +168,12 @@ fn respond(media: Media, response: async_graphql::Response) -> Response {
 /// Writes a GraphQL response with the status the spec and the error codes call for:
 /// SERVICE_UNAVAILABLE is 503 with `Retry-After` whatever the media type; to clients of the
 /// GraphQL media type a request error (no field ran) is 400 (401 when authentication
-/// failed) and carries no `data`. A body over `max_bytes` is replaced by a TOO_COMPLEX
-/// error, as a WebSocket message over the same limit would be.
+/// failed) and carries no `data`. An executed response is written by async-graphql-axum's
+/// `GraphQLResponse` (which also carries the response's cache control and HTTP headers),
+/// with the status and content type set here: the stock responder always answers 200
+/// with `application/graphql-response+json`, which the spec's content negotiation forbids
+/// for clients that asked for `application/json`. A body over `max_bytes` is replaced by
+/// a TOO_COMPLEX error, as a WebSocket message over the same limit would be.
 fn respond_with_max(media: Media, response: async_graphql::Response, max_bytes: usize) -> Response {
     let codes: Vec<&str> = response
         .errors
@@ -176,37 +185,35 @@ fn respond_with_max(media: Media, response: async_graphql::Response, max_bytes: 
         })
         .collect();
     let unavailable = codes.contains(&"SERVICE_UNAVAILABLE");
-    let request_error = is_request_error(&response);
-    let mut body = serde_json::to_value(&response).unwrap_or_else(|_| json!({}));
-    let status = if unavailable {
-        StatusCode::SERVICE_UNAVAILABLE
-    } else if request_error {
+    let mut http = if is_request_error(&response) {
         // No field ran: the spec wants no `data` entry at all.
-        if let Value::Object(map) = &mut body {
-            map.remove("data");
-        }
-        match media {
+        let status = match media {
             Media::GraphqlResponse if codes.contains(&"UNAUTHENTICATED") => StatusCode::UNAUTHORIZED,
             Media::GraphqlResponse => StatusCode::BAD_REQUEST,
             Media::Json => StatusCode::OK,
-        }
+        };
+        media.respond(status, &json!({ "errors": response.errors }))
     } else {
-        StatusCode::OK
+        let mut http = GraphQLResponse::from(response).into_response();
+        media.set_content_type(http.headers_mut());
+        let too_large = http.body().size_hint().exact().is_none_or(|size| size > max_bytes as u64);
+        if too_large {
+            let size = http.body().size_hint().lower();
+            let message = format!(
+                "the result is {size} bytes, more than the {max_bytes} bytes a response may carry; ask for fewer fields or a smaller page"
+            );
+            http = media.respond(
+                StatusCode::OK,
+                &json!({ "data": null, "errors": [{ "message": message, "extensions": { "code": "TOO_COMPLEX" } }] }),
+            );
+        }
+        http
     };
-    let mut text = body.to_string();
-    if text.len() > max_bytes {
-        let message = format!(
-            "the result is {} bytes, more than the {max_bytes} bytes a response may carry; ask for fewer fields or a smaller page",
-            text.len()
-        );
-        text = json!({ "data": null, "errors": [{ "message": message, "extensions": { "code": "TOO_COMPLEX" } }] })
-            .to_string();
-    }
-    let mut response = media.respond_text(status, text);
     if unavailable {
-        response.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from_static(RETRY_AFTER_SECONDS));
+        *http.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+        http.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from_static(RETRY_AFTER_SECONDS));
     }
-    response
+    http
 }
 
 /// What `Retry-After` tells a client while the database is unreachable.

@@ -37,6 +37,11 @@ impl Media {
         })
     }
 
+    /// Sets the `Content-Type` of a response to this media type.
+    pub fn set_content_type(self, headers: &mut HeaderMap) {
+        headers.insert(header::CONTENT_TYPE, self.content_type());
+    }
+
     /// A response body with this media type.
     pub fn respond(self, status: StatusCode, body: &Value) -> Response {
         self.respond_text(status, body.to_string())

@@ -7,6 +7,7 @@ use std::time::Duration;
 use sea_orm::DatabaseConnection;
 use tokio::sync::broadcast::{self, error::RecvError};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 use uuid::Uuid;
 use worker::{Notifier, Signal};
 
@@ -66,7 +67,8 @@ impl LiveHub {
         let receiver = topic.subscribe();
         topics.insert(task_id, topic.clone());
         metrics::gauge!("live_topics").set(topics.len() as f64);
-        tokio::spawn(topic.clone().drive(self.db.clone(), POLL));
+        let span = tracing::debug_span!("live topic", task.id = %task_id);
+        tokio::spawn(topic.clone().drive(self.db.clone(), POLL).instrument(span));
         (topic, receiver)
     }
 

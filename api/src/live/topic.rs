@@ -78,7 +78,7 @@ impl Topic {
     pub(super) async fn drive(self: Arc<Self>, db: DatabaseConnection, poll: Duration) {
         let outcome = self.run(&db, poll).await;
         if let Err(error) = outcome {
-            tracing::warn!(task.id = %self.task_id, error = %error, "live topic stopped reading; subscribers fall back to the database");
+            tracing::warn!(error = %error, "live topic stopped reading; subscribers fall back to the database");
         }
         self.closed.store(true, Ordering::Release);
     }

@@ -27,6 +27,7 @@ mod live_replay;
 mod live_revocation;
 mod live_support;
 mod live_worker;
+mod logs;
 mod migration_replay;
 mod multiprocess;
 mod worker_lease;
@@ -52,6 +53,7 @@ fn main() -> ExitCode {
         live_replay::tests(),
         live_revocation::tests(),
         live_worker::tests(),
+        logs::tests(),
         multiprocess::tests(),
         migration_replay::tests(),
         worker_lease::tests(),

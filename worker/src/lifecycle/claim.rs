@@ -25,6 +25,7 @@ use crate::notify::{Notifier, TaskSignal};
 ///
 /// Each job is claimed in its own transaction: a commit then carries exactly one task's
 /// events and one NOTIFY, and SQLite's write lock is held for one job at a time.
+#[tracing::instrument(name = "claim", level = "debug", skip_all, fields(worker_id = %worker_id, batch = batch))]
 pub async fn claim_due(
     db: &DatabaseConnection,
     notifier: &Notifier,

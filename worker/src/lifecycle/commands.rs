@@ -57,6 +57,7 @@ pub async fn resume(
     apply(db, notifier, task, LifecycleCommand::Resume, None, now).await
 }
 
+#[tracing::instrument(name = "task command", level = "debug", skip_all, fields(task.id = %task.id, command = ?command))]
 async fn apply(
     db: &DatabaseConnection,
     notifier: &Notifier,

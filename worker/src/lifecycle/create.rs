@@ -57,6 +57,7 @@ fn derived_id(grant: &GrantRequest, key: &str) -> Uuid {
 }
 
 /// Creates the task, or returns the one its idempotency key already created.
+#[tracing::instrument(name = "create task", level = "debug", skip_all, fields(task.id = tracing::field::Empty))]
 pub async fn create(
     db: &DatabaseConnection,
     notifier: &Notifier,
@@ -67,6 +68,7 @@ pub async fn create(
         Some(key) => derived_id(&input.grant, key),
         None => Uuid::now_v7(),
     };
+    tracing::Span::current().record("task.id", tracing::field::display(id));
     if let Some(existing) = job::Entity::find_by_id(id).one(db).await? {
         return replay(db, existing, &input, now).await;
     }

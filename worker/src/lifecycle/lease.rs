@@ -105,6 +105,7 @@ impl RetryPolicy {
 /// Extends the lease while a stage runs. Lease internals only: it neither bumps
 /// `row_version` nor `updated_at`, so a client's `expectedRowVersion` is not made stale
 /// every few seconds by a change it cannot see.
+#[tracing::instrument(name = "heartbeat", level = "debug", skip_all, fields(task.id = %lease.job_id))]
 pub async fn heartbeat(db: &DatabaseConnection, lease: &Lease, lease_ms: i64, now: i64) -> Result<(), LifecycleError> {
     let result = job::Entity::update_many()
         .col_expr(job::Column::LeaseExpiresAt, now.saturating_add(lease_ms).into())
@@ -118,6 +119,7 @@ pub async fn heartbeat(db: &DatabaseConnection, lease: &Lease, lease_ms: i64, no
 
 /// Commits a stage boundary in one transaction: the new stage, its `stage_changed` event,
 /// the partial results and the cost. Returns the job as committed.
+#[tracing::instrument(name = "checkpoint", level = "debug", skip_all, fields(task.id = %lease.job_id))]
 pub async fn checkpoint(
     db: &DatabaseConnection,
     notifier: &Notifier,
@@ -158,6 +160,7 @@ pub async fn checkpoint(
 
 /// Ends the task with its answer: stage `completed`, the answer trace bound to the task's
 /// subject and grant, the delivery completed and the lease cleared, in one transaction.
+#[tracing::instrument(name = "complete", level = "debug", skip_all, fields(task.id = %lease.job_id))]
 pub async fn complete(
     db: &DatabaseConnection,
     notifier: &Notifier,
@@ -213,6 +216,7 @@ pub async fn complete(
 
 /// Records a failed attempt: a retryable failure with attempts left waits until `retry_at`
 /// in its stage with the lease cleared; anything else ends in `failed` with the error kept.
+#[tracing::instrument(name = "fail attempt", level = "debug", skip_all, fields(task.id = %lease.job_id))]
 pub async fn fail_attempt(
     db: &DatabaseConnection,
     notifier: &Notifier,
@@ -244,6 +248,7 @@ pub async fn fail_attempt(
 
 /// Gives the lease back (graceful shutdown) so another worker picks the job up at once;
 /// the attempt it used is given back too, since nothing failed.
+#[tracing::instrument(name = "release", level = "debug", skip_all, fields(task.id = %lease.job_id))]
 pub async fn release(
     db: &DatabaseConnection,
     notifier: &Notifier,

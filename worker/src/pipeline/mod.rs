@@ -82,7 +82,16 @@ impl Pipeline {
             attempt = claimed.job.execution_attempts,
             worker_id = %claimed.lease.worker_id,
         );
-        self.run_stages(claimed, stop).instrument(span).await
+        let run = async {
+            let outcome = self.run_stages(claimed, stop).await;
+            match &outcome {
+                Ok(RunOutcome::LeaseLost) => tracing::info!("lease lost; stopped without writing"),
+                Ok(outcome) => tracing::debug!(outcome = ?outcome, "research run ended"),
+                Err(error) => tracing::error!(error = %error, "research run failed to record its outcome"),
+            }
+            outcome
+        };
+        run.instrument(span).await
     }
 
     async fn run_stages(&self, claimed: Claimed, stop: &Stop) -> Result<RunOutcome, LifecycleError> {

@@ -14,8 +14,8 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket};
-use futures_util::SinkExt;
 use futures_util::stream::{BoxStream, SplitSink, StreamExt};
+use futures_util::{FutureExt as _, SinkExt};
 use serde_json::{Value, json};
 use tokio_stream::StreamMap;
 use tokio_util::sync::CancellationToken;
@@ -24,10 +24,11 @@ use super::MAX_INBOUND_BYTES;
 use super::protocol::{Incoming, Outgoing, Subprotocol, close, parse};
 use crate::auth::{Principal, authenticate};
 use crate::error::ApiError;
-use crate::graphql::guard;
+use crate::graphql::{guard, operation_span};
 use crate::http::GraphqlEndpoint;
 use crate::http::error_codes::is_request_error;
 use crate::live::KeyWatchGuard;
+use tracing::Instrument as _;
 
 /// How long the close frame may wait for the client to take it.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
@@ -330,16 +331,42 @@ fn credential_ends(principal: &Principal, key_watch: Option<&KeyWatchGuard>) -> 
 
 /// The credential died: every running operation ends with the error HTTP would answer
 /// now (a `next` carrying UNAUTHENTICATED, then `complete`), and then the connection
-/// closes. Returns an ending of its own only when a write failed.
+/// closes. An operation that was ending already (its own error sent, its `complete`
+/// ready) ends its own way, with no second error. Returns an ending of its own only when
+/// a write failed.
 async fn end_every_operation(
     writer: &mut Writer,
     operations: &mut StreamMap<String, BoxStream<'static, Outgoing>>,
 ) -> Option<Ending> {
+    /// How many ready messages an operation may still deliver before it is ended.
+    const READY_LIMIT: usize = 16;
     let ids: Vec<String> = operations.keys().cloned().collect();
-    operations.clear();
     let unauthenticated =
         json!({ "data": null, "errors": errors(&ApiError::Unauthenticated.to_string(), "UNAUTHENTICATED") });
     for id in ids {
+        let Some(mut operation) = operations.remove(&id) else { continue };
+        let mut ended = false;
+        for _ in 0..READY_LIMIT {
+            match operation.next().now_or_never() {
+                Some(Some(message)) => {
+                    ended = matches!(message, Outgoing::Complete(_) | Outgoing::Error(..));
+                    if let Some(ending) = writer.send(message).await.ending() {
+                        return Some(ending);
+                    }
+                    if ended {
+                        break;
+                    }
+                }
+                Some(None) => {
+                    ended = true;
+                    break;
+                }
+                None => break,
+            }
+        }
+        if ended {
+            continue;
+        }
         if let Some(ending) = writer.send(Outgoing::Next(id.clone(), unauthenticated.clone())).await.ending() {
             return Some(ending);
         }
@@ -385,7 +412,10 @@ fn operation(
     let prepared = async move { guard::prepare(request).await };
     futures_util::stream::once(prepared)
         .flat_map(move |prepared| match prepared {
-            Ok(request) => results(schema.execute_stream(request), id.clone()),
+            Ok(mut request) => {
+                let span = operation_span(&mut request);
+                results(schema.execute_stream(request), id.clone(), span)
+            }
             Err(error) => {
                 let errors = serde_json::to_value(vec![error]).unwrap_or(Value::Null);
                 futures_util::stream::iter([Outgoing::Error(id.clone(), errors)]).boxed()
@@ -394,20 +424,27 @@ fn operation(
         .boxed()
 }
 
-/// The messages of an executing operation.
-fn results(results: BoxStream<'static, async_graphql::Response>, id: String) -> BoxStream<'static, Outgoing> {
-    futures_util::stream::unfold(Some((results, id, true)), |state| async move {
-        let (mut results, id, first) = state?;
-        match results.next().await {
-            Some(response) if first && is_request_error(&response) => {
-                let errors = serde_json::to_value(&response.errors).unwrap_or(Value::Null);
-                Some((Outgoing::Error(id, errors), None))
+/// The messages of an executing operation, each result polled inside its span.
+fn results(
+    results: BoxStream<'static, async_graphql::Response>,
+    id: String,
+    span: tracing::Span,
+) -> BoxStream<'static, Outgoing> {
+    futures_util::stream::unfold(Some((results, id, true)), move |state| {
+        let span = span.clone();
+        async move {
+            let (mut results, id, first) = state?;
+            match results.next().instrument(span).await {
+                Some(response) if first && is_request_error(&response) => {
+                    let errors = serde_json::to_value(&response.errors).unwrap_or(Value::Null);
+                    Some((Outgoing::Error(id, errors), None))
+                }
+                Some(response) => {
+                    let payload = serde_json::to_value(&response).unwrap_or(Value::Null);
+                    Some((Outgoing::Next(id.clone(), payload), Some((results, id, false))))
+                }
+                None => Some((Outgoing::Complete(id), None)),
             }
-            Some(response) => {
-                let payload = serde_json::to_value(&response).unwrap_or(Value::Null);
-                Some((Outgoing::Next(id.clone(), payload), Some((results, id, false))))
-            }
-            None => Some((Outgoing::Complete(id), None)),
         }
     })
     .boxed()

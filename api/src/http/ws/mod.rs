@@ -12,9 +12,9 @@ use axum::extract::{State, WebSocketUpgrade};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use tokio::sync::Semaphore;
+use tracing::Instrument as _;
 
 pub use connection::ConnectionLimits;
-use protocol::Subprotocol;
 
 use super::GraphqlEndpoint;
 
@@ -45,7 +45,8 @@ pub async fn graphql_ws(State(endpoint): State<WsEndpoint>, upgrade: WebSocketUp
         return (StatusCode::SERVICE_UNAVAILABLE, "too many WebSocket connections").into_response();
     };
     upgrade
-        .protocols(["graphql-transport-ws", "graphql-ws"])
+        // In order of preference: the current protocol, then the legacy one.
+        .protocols(async_graphql::http::ALL_WEBSOCKET_PROTOCOLS)
         // Small buffers: an idle subscribed connection should cost kilobytes, not the
         // 128 KiB per direction tungstenite would reserve by default. Client messages are
         // a few hundred bytes; a larger frame grows the buffer to fit it.
@@ -57,8 +58,11 @@ pub async fn graphql_ws(State(endpoint): State<WsEndpoint>, upgrade: WebSocketUp
         .max_message_size(MAX_FRAME_BYTES)
         .max_frame_size(MAX_FRAME_BYTES)
         .on_upgrade(move |socket| async move {
-            let protocol = Subprotocol::from_header(socket.protocol().and_then(|value| value.to_str().ok()));
-            connection::serve(socket, protocol, endpoint.graphql, endpoint.limits, endpoint.shutdown).await;
+            let protocol = protocol::negotiated(socket.protocol().and_then(|value| value.to_str().ok()));
+            let span = tracing::info_span!("websocket", connection.id = %uuid::Uuid::new_v4(), protocol = ?protocol);
+            connection::serve(socket, protocol, endpoint.graphql, endpoint.limits, endpoint.shutdown)
+                .instrument(span)
+                .await;
             drop(permit);
         })
 }

@@ -5,23 +5,14 @@ use async_graphql::{Request, Variables};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-/// The subprotocol a connection speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Subprotocol {
-    /// `graphql-transport-ws`.
-    TransportWs,
-    /// Legacy `graphql-ws` (subscriptions-transport-ws).
-    LegacyGraphqlWs,
-}
+/// The subprotocol a connection speaks: async-graphql's names for the two,
+/// `GraphQLWS` (`graphql-transport-ws`) and `SubscriptionsTransportWS` (the legacy
+/// `graphql-ws`).
+pub use async_graphql::http::WebSocketProtocols as Subprotocol;
 
-impl Subprotocol {
-    /// From the negotiated `Sec-WebSocket-Protocol`; with none, the current protocol.
-    pub fn from_header(value: Option<&str>) -> Self {
-        match value {
-            Some("graphql-ws") => Self::LegacyGraphqlWs,
-            _ => Self::TransportWs,
-        }
-    }
+/// The subprotocol of the negotiated `Sec-WebSocket-Protocol`; with none, the current one.
+pub fn negotiated(value: Option<&str>) -> Subprotocol {
+    value.and_then(|value| value.parse().ok()).unwrap_or(Subprotocol::GraphQLWS)
 }
 
 /// Close codes of graphql-transport-ws (the legacy protocol uses the same ones here).
@@ -94,9 +85,9 @@ pub fn parse(protocol: Subprotocol, text: &str) -> Result<Incoming, String> {
     };
     let message = match (protocol, envelope.kind.as_str()) {
         (_, "connection_init") => Incoming::Init(envelope.payload.clone().unwrap_or(Value::Null)),
-        (Subprotocol::TransportWs, "ping") => Incoming::Ping(envelope.payload.clone()),
-        (Subprotocol::TransportWs, "pong") => Incoming::Pong,
-        (Subprotocol::TransportWs, "subscribe") | (Subprotocol::LegacyGraphqlWs, "start") => {
+        (Subprotocol::GraphQLWS, "ping") => Incoming::Ping(envelope.payload.clone()),
+        (Subprotocol::GraphQLWS, "pong") => Incoming::Pong,
+        (Subprotocol::GraphQLWS, "subscribe") | (Subprotocol::SubscriptionsTransportWS, "start") => {
             let payload = envelope.payload.clone().ok_or("subscribe requires a payload")?;
             let operation: Operation =
                 serde_json::from_value(payload).map_err(|_| "Invalid subscribe payload".to_owned())?;
@@ -111,8 +102,8 @@ pub fn parse(protocol: Subprotocol, text: &str) -> Result<Incoming, String> {
             }
             Incoming::Subscribe(id()?, Box::new(request))
         }
-        (Subprotocol::TransportWs, "complete") | (Subprotocol::LegacyGraphqlWs, "stop") => Incoming::Stop(id()?),
-        (Subprotocol::LegacyGraphqlWs, "connection_terminate") => Incoming::Terminate,
+        (Subprotocol::GraphQLWS, "complete") | (Subprotocol::SubscriptionsTransportWS, "stop") => Incoming::Stop(id()?),
+        (Subprotocol::SubscriptionsTransportWS, "connection_terminate") => Incoming::Terminate,
         (_, other) => return Err(format!("Unknown message type \"{other}\"")),
     };
     Ok(message)
@@ -138,7 +129,7 @@ pub enum Outgoing {
 impl Outgoing {
     /// The JSON text for `protocol`.
     pub fn encode(&self, protocol: Subprotocol) -> String {
-        let legacy = protocol == Subprotocol::LegacyGraphqlWs;
+        let legacy = protocol == Subprotocol::SubscriptionsTransportWS;
         let message = match self {
             Self::Ack => json!({ "type": "connection_ack" }),
             Self::KeepAlive if legacy => json!({ "type": "ka" }),
@@ -164,22 +155,23 @@ mod tests {
 
     #[test]
     fn a_subscribe_without_an_id_is_an_invalid_message() {
-        let parsed =
-            parse(Subprotocol::TransportWs, r#"{"type":"subscribe","payload":{"query":"subscription { x }"}}"#);
+        let parsed = parse(Subprotocol::GraphQLWS, r#"{"type":"subscribe","payload":{"query":"subscription { x }"}}"#);
         assert!(parsed.is_err());
     }
 
     #[test]
     fn legacy_start_is_a_subscribe_and_transport_start_is_unknown() {
         let text = r#"{"type":"start","id":"1","payload":{"query":"subscription { x }"}}"#;
-        assert!(matches!(parse(Subprotocol::LegacyGraphqlWs, text), Ok(Incoming::Subscribe(id, _)) if id == "1"));
-        assert!(parse(Subprotocol::TransportWs, text).is_err());
+        assert!(
+            matches!(parse(Subprotocol::SubscriptionsTransportWS, text), Ok(Incoming::Subscribe(id, _)) if id == "1")
+        );
+        assert!(parse(Subprotocol::GraphQLWS, text).is_err());
     }
 
     #[test]
     fn next_is_data_in_the_legacy_protocol() {
         let next = Outgoing::Next("7".into(), json!({"data": 1}));
-        assert!(next.encode(Subprotocol::LegacyGraphqlWs).contains("\"data\""));
-        assert!(next.encode(Subprotocol::TransportWs).contains("\"next\""));
+        assert!(next.encode(Subprotocol::SubscriptionsTransportWS).contains("\"data\""));
+        assert!(next.encode(Subprotocol::GraphQLWS).contains("\"next\""));
     }
 }
