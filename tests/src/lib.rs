@@ -20,3 +20,22 @@ pub mod ws;
 pub use database::{Backend, TestConfig, TestDb, database_url};
 pub use harness::{DbTest, PlainTest};
 pub use violation::{Reported, Violation, reported};
+
+/// `ensure!(left == right)` that fails with both sides printed, as `assert_eq!` would:
+/// `ensure_eq!(row.status, OutboxStatus::Dispatched)`.
+#[macro_export]
+macro_rules! ensure_eq {
+    ($left:expr, $right:expr $(,)?) => {
+        // A match, as in `assert_eq!`, so temporaries in either side live through the check.
+        match (&$left, &$right) {
+            (left, right) => ::anyhow::ensure!(
+                *left == *right,
+                "{} == {} failed\n   left: {:?}\n  right: {:?}",
+                ::std::stringify!($left),
+                ::std::stringify!($right),
+                left,
+                right
+            ),
+        }
+    };
+}

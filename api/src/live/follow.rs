@@ -245,17 +245,60 @@ impl<R: JournalRow> Subscription<R> {
             }
             Ok(event) => {
                 if let Some(row) = R::from_event(&event) {
-                    let sequence = row.sequence();
-                    if sequence == self.last + 1 {
-                        self.pending.push_back((*row).clone());
-                    } else if sequence > self.last + 1 {
+                    match place(self.last, row.sequence()) {
+                        Placement::Next => self.pending.push_back((*row).clone()),
+                        Placement::Seen => {}
                         // Rows between the replay and this one reached the topic before we
                         // subscribed to it: read them (and this one) from the database.
-                        self.phase = Phase::Replay;
+                        Placement::Gap => self.phase = Phase::Replay,
                     }
                 }
                 Ok(())
             }
         }
+    }
+}
+
+/// Where a live row falls relative to the last delivered sequence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Placement {
+    /// The very next one: deliver it.
+    Next,
+    /// Delivered already (replay and live overlapped): skip it.
+    Seen,
+    /// Rows are missing before it: go back to the database for them.
+    Gap,
+}
+
+/// The one rule that keeps a feed gapless and free of duplicates: only `last + 1` is
+/// delivered from the topic.
+fn place(last: i32, sequence: i32) -> Placement {
+    match sequence.cmp(&(last + 1)) {
+        std::cmp::Ordering::Equal => Placement::Next,
+        std::cmp::Ordering::Less => Placement::Seen,
+        std::cmp::Ordering::Greater => Placement::Gap,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_next_sequence_is_delivered_from_the_topic() {
+        assert_eq!(place(0, 1), Placement::Next);
+        assert_eq!(place(4, 5), Placement::Next);
+    }
+
+    #[test]
+    fn a_row_replay_already_delivered_is_skipped() {
+        assert_eq!(place(5, 5), Placement::Seen);
+        assert_eq!(place(5, 1), Placement::Seen);
+    }
+
+    #[test]
+    fn a_row_past_the_next_one_sends_the_feed_back_to_the_database() {
+        assert_eq!(place(0, 2), Placement::Gap);
+        assert_eq!(place(7, 100), Placement::Gap);
     }
 }

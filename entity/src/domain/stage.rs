@@ -225,4 +225,15 @@ mod tests {
         }
         assert_eq!(walked, [Queued, Planning, Retrieving, Analyzing, Generating, Completed]);
     }
+
+    #[test]
+    fn claimable_and_running_stages_are_derived_from_the_pipeline() {
+        let claimable: Vec<Stage> = Stage::iter().filter(|stage| stage.is_claimable()).collect();
+        assert_eq!(claimable, [Queued, Planning, Retrieving, Analyzing, Generating]);
+        // A running stage is one the engine runs: it has a next stage, and it is not the
+        // queue the first claim takes a task out of.
+        for stage in Stage::iter() {
+            assert_eq!(stage.is_running(), stage != Queued && stage.next_in_pipeline().is_some(), "{stage:?}");
+        }
+    }
 }

@@ -147,7 +147,7 @@ async fn hostile_documents_at_once_leave_the_server_answering_others(db: TestDb)
     let health = tokio::time::timeout(Duration::from_secs(30), api.server.http.get(&healthz).send())
         .await
         .context("healthz hung while hostile documents were answered")??;
-    ensure!(health.status().is_success());
+    ensure!(health.status().is_success(), "/healthz answered {}", health.status());
     eprintln!(
         "hostile ({}): /healthz answered in {:?} beside four 7,000-fragment chains",
         db.backend.name(),

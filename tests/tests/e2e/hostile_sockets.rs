@@ -134,7 +134,7 @@ async fn a_revoked_key_ends_running_subscriptions_as_unauthenticated_and_closes_
         }
         other => bail!("expected the subscription's error, got {other:?}"),
     }
-    ensure!(closed_with(&mut client).await? == 4403);
+    kfs_tests::ensure_eq!(closed_with(&mut client).await?, 4403);
     api.stop().await;
     Ok(())
 }

@@ -58,7 +58,7 @@ async fn json_logs_are_one_object_per_line_with_span_fields_and_no_variables(db:
         .json(&body)
         .send()
         .await?;
-    ensure!(response.status().is_success());
+    ensure!(response.status().is_success(), "the request answered {}", response.status());
     lines.extend(lines_until(&mut api, Duration::from_secs(10), |line| line.contains("\"graphql operation\"")).await?);
     for line in &lines {
         let parsed: Value =

@@ -35,11 +35,11 @@ async fn two_workers_racing_for_one_job_exactly_one_wins(db: TestDb) -> anyhow::
     anyhow::ensure!(a.len() + b.len() == 1, "claims: a={} b={}", a.len(), b.len());
     let winner = a.iter().chain(&b).next().ok_or_else(|| anyhow::anyhow!("nobody won"))?;
     let row = reload(&db, task.job.id).await?;
-    anyhow::ensure!(row.worker_id.as_deref() == Some(winner.lease.worker_id.as_str()));
-    anyhow::ensure!(row.lease_token == Some(winner.lease.token));
+    kfs_tests::ensure_eq!(row.worker_id.as_deref(), Some(winner.lease.worker_id.as_str()));
+    kfs_tests::ensure_eq!(row.lease_token, Some(winner.lease.token));
     anyhow::ensure!(row.execution_attempts == 1, "attempts {}", row.execution_attempts);
     let started = events(&db, task.job.id).await?;
-    anyhow::ensure!(started.len() == 1 && started[0].event_type == ProgressEventType::Started);
+    anyhow::ensure!(started.len() == 1 && started[0].event_type == ProgressEventType::Started, "{started:?}");
     Ok(())
 }
 
@@ -48,17 +48,20 @@ async fn first_claim_moves_the_task_to_planning_and_leases_its_delivery(db: Test
     let notifier = Notifier::new();
     let now = now_millis();
     let claimed = lifecycle::claim_due(&db.db, &notifier, "worker-a", LEASE_MS, 8, now).await?;
-    anyhow::ensure!(claimed.len() == 1);
+    kfs_tests::ensure_eq!(claimed.len(), 1);
     let row = &claimed[0].job;
     anyhow::ensure!(row.stage == Stage::Planning, "stage {:?}", row.stage);
-    anyhow::ensure!(row.row_version == task.job.row_version + 1);
-    anyhow::ensure!(row.lease_expires_at == Some(now + LEASE_MS) && row.heartbeat_at == Some(now));
+    kfs_tests::ensure_eq!(row.row_version, task.job.row_version + 1);
+    anyhow::ensure!(
+        row.lease_expires_at == Some(now + LEASE_MS) && row.heartbeat_at == Some(now),
+        "now {now}: {row:?}"
+    );
     let started = events(&db, row.id).await?;
     anyhow::ensure!(
         started.len() == 1 && started[0].idempotency_key == "started" && started[0].stage == Stage::Planning
     );
     let delivery = outbox::Entity::find().filter(outbox::Column::ResearchTaskJobId.eq(row.id)).one(&db.db).await?;
-    anyhow::ensure!(delivery.map(|d| d.status) == Some(OutboxStatus::Leased));
+    kfs_tests::ensure_eq!(delivery.map(|d| d.status), Some(OutboxStatus::Leased));
     // Nothing else is due: the lease is live.
     anyhow::ensure!(lifecycle::claim_due(&db.db, &notifier, "worker-b", LEASE_MS, 8, now).await?.is_empty());
     Ok(())
@@ -110,14 +113,14 @@ async fn stale_worker_cannot_commit_after_lease_expires(db: TestDb) -> anyhow::R
 
 async fn failed_attempts_back_off_and_the_last_one_fails_for_good(db: TestDb) -> anyhow::Result<()> {
     let task = fixtures::task(&db).await?;
-    anyhow::ensure!(task.job.max_execution_attempts == 3);
+    kfs_tests::ensure_eq!(task.job.max_execution_attempts, 3);
     let notifier = Notifier::new();
     let policy = RetryPolicy { base_ms: 1_000, cap_ms: 1_500 };
     let mut now = now_millis();
     for attempt in 1..=3 {
         let claimed = lifecycle::claim_due(&db.db, &notifier, "worker-a", LEASE_MS, 1, now).await?;
         let claimed = claimed.first().ok_or_else(|| anyhow::anyhow!("attempt {attempt} was not claimed"))?;
-        anyhow::ensure!(claimed.job.execution_attempts == attempt);
+        kfs_tests::ensure_eq!(claimed.job.execution_attempts, attempt);
         let failure = Failure { message: format!("flaky {attempt}"), retryable: true, cost_delta: json!({}) };
         let before = now_millis();
         match lifecycle::fail_attempt(&db.db, &notifier, &claimed.lease, failure, policy, entity::now_millis()).await? {
@@ -145,9 +148,9 @@ async fn failed_attempts_back_off_and_the_last_one_fails_for_good(db: TestDb) ->
     }
     let row = reload(&db, task.job.id).await?;
     anyhow::ensure!(row.stage == Stage::Failed && row.error.as_deref() == Some("flaky 3"), "{row:?}");
-    anyhow::ensure!(row.lease_token.is_none() && row.completed_at.is_some());
+    anyhow::ensure!(row.lease_token.is_none() && row.completed_at.is_some(), "{row:?}");
     let last = events(&db, task.job.id).await?.pop().ok_or_else(|| anyhow::anyhow!("no events"))?;
-    anyhow::ensure!(last.event_type == ProgressEventType::Failed && last.stage == Stage::Failed);
+    anyhow::ensure!(last.event_type == ProgressEventType::Failed && last.stage == Stage::Failed, "{last:?}");
     Ok(())
 }
 
@@ -176,7 +179,7 @@ async fn a_paused_task_resumes_by_itself_once_resume_after_passes(db: TestDb) ->
     let notifier = Notifier::new();
     let now = now_millis();
     let first = lifecycle::claim_due(&db.db, &notifier, "worker-a", LEASE_MS, 1, now).await?;
-    anyhow::ensure!(first.len() == 1);
+    kfs_tests::ensure_eq!(first.len(), 1);
     let owner = TaskRef {
         id: task.job.id,
         tenant_id: task.job.tenant_id.clone(),

@@ -71,12 +71,18 @@ async fn a_pending_delivery_is_published_once_with_its_idempotency_key(db: TestD
     anyhow::ensure!(
         row.status == OutboxStatus::Dispatched && row.delivered_at == Some(now) && row.dispatch_attempts == 1
     );
-    anyhow::ensure!(row.lock_token.is_none() && row.locked_by.is_none() && row.locked_until.is_none());
+    anyhow::ensure!(
+        row.lock_token.is_none() && row.locked_by.is_none() && row.locked_until.is_none(),
+        "the lock was kept: {row:?}"
+    );
     let queue_id = format!("queued:{}", row.idempotency_key);
-    anyhow::ensure!(row.queue_job_id.as_deref() == Some(queue_id.as_str()));
-    anyhow::ensure!(reload(&db, task.job.id).await?.queue_job_id.as_deref() == Some(queue_id.as_str()));
+    kfs_tests::ensure_eq!(row.queue_job_id.as_deref(), Some(queue_id.as_str()));
+    kfs_tests::ensure_eq!(reload(&db, task.job.id).await?.queue_job_id.as_deref(), Some(queue_id.as_str()));
     let messages = publisher.published.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.clone();
-    anyhow::ensure!(messages.len() == 1 && messages[0].id == row.idempotency_key && messages[0].schema_version == 1);
+    anyhow::ensure!(
+        messages.len() == 1 && messages[0].id == row.idempotency_key && messages[0].schema_version == 1,
+        "published {messages:?} for {row:?}"
+    );
     anyhow::ensure!(messages[0].event_type == "research.task" && messages[0].task_id == task.job.id);
     anyhow::ensure!(dispatch_due(&db.db, &publisher, "outbox-a", 8, now, POLICY).await?.is_idle());
     Ok(())
@@ -87,7 +93,7 @@ async fn a_delivery_abandoned_mid_publish_is_redelivered_after_its_lock_lapses(d
     let now = now_millis();
     // A publisher locks the row and dies before recording anything.
     let locked = delivery::lock_due(&db.db, "outbox-dead", POLICY.lock_ms, 8, now).await?;
-    anyhow::ensure!(locked.len() == 1 && locked[0].status == OutboxStatus::Dispatching);
+    anyhow::ensure!(locked.len() == 1 && locked[0].status == OutboxStatus::Dispatching, "locked {locked:?}");
     let publisher = Recording::default();
     anyhow::ensure!(
         dispatch_due(&db.db, &publisher, "outbox-b", 8, now, POLICY).await?.is_idle(),
@@ -97,7 +103,11 @@ async fn a_delivery_abandoned_mid_publish_is_redelivered_after_its_lock_lapses(d
     let outcome = dispatch_due(&db.db, &publisher, "outbox-b", 8, later, POLICY).await?;
     anyhow::ensure!(outcome.dispatched == 1, "{outcome:?}");
     let row = delivery_of(&db, task.job.id).await?;
-    anyhow::ensure!(row.status == OutboxStatus::Dispatched && publisher.ids() == [row.idempotency_key.clone()]);
+    anyhow::ensure!(
+        row.status == OutboxStatus::Dispatched && publisher.ids() == [row.idempotency_key.clone()],
+        "{row:?}, published {:?}",
+        publisher.ids()
+    );
     // The dead publisher's late write is fenced out by its lost lock token.
     let txn = worker::db::begin_write(&db.db).await?;
     let landed = delivery::record_published(&txn, &locked[0], "late", later).await?;
@@ -117,7 +127,7 @@ async fn failed_publishes_back_off_and_end_dead(db: TestDb) -> anyhow::Result<()
             row.dispatch_attempts == attempt
                 && row.last_error.as_deref().is_some_and(|e| e.contains("queue unavailable"))
         );
-        anyhow::ensure!(row.lock_token.is_none());
+        anyhow::ensure!(row.lock_token.is_none(), "the lock was kept: {row:?}");
         if attempt < POLICY.max_attempts {
             anyhow::ensure!(
                 outcome.retrying == 1 && row.status == OutboxStatus::Pending && row.available_at > now,
@@ -134,7 +144,7 @@ async fn failed_publishes_back_off_and_end_dead(db: TestDb) -> anyhow::Result<()
     anyhow::ensure!(dispatch_due(&db.db, &publisher, "outbox-a", 8, now + 3_600_000, POLICY).await?.is_idle());
     // A dead delivery delays nothing: the lease loop still finds the job by itself.
     let claimed = worker::lifecycle::claim_due(&db.db, &Notifier::new(), "worker-a", 30_000, 1, now).await?;
-    anyhow::ensure!(claimed.len() == 1);
+    kfs_tests::ensure_eq!(claimed.len(), 1);
     Ok(())
 }
 

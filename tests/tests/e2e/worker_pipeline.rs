@@ -45,7 +45,10 @@ async fn a_task_runs_to_an_answer_whose_citations_point_at_its_evidence(db: Test
         anyhow::bail!("the run ended {outcomes:?}");
     };
     let row = reload(&db, task.id).await?;
-    anyhow::ensure!(row.stage == Stage::Completed && row.completed_at.is_some() && row.lease_token.is_none());
+    anyhow::ensure!(
+        row.stage == Stage::Completed && row.completed_at.is_some() && row.lease_token.is_none(),
+        "{row:?}"
+    );
     anyhow::ensure!(row.cost["usd"].as_f64().is_some_and(|usd| usd > 0.0), "cost {}", row.cost);
     anyhow::ensure!(row.cost["stages"].as_object().is_some_and(|stages| stages.len() == 4), "cost {}", row.cost);
     // The spend adds up exactly: integer nanodollars, and `usd` derived from them.
@@ -57,11 +60,11 @@ async fn a_task_runs_to_an_answer_whose_citations_point_at_its_evidence(db: Test
 
     let trace =
         answer_trace::Entity::find_by_id(trace_id).one(&db.db).await?.ok_or_else(|| anyhow::anyhow!("no trace"))?;
-    anyhow::ensure!(trace.research_task_id == Some(task.id));
-    anyhow::ensure!(trace.subject_id.as_deref() == Some(owner.subject_id.as_str()));
-    anyhow::ensure!(trace.permission_snapshot_id == Some(task.permission_snapshot_id));
-    anyhow::ensure!(trace.permission_snapshot_revision == Some(task.permission_snapshot_revision));
-    anyhow::ensure!(trace.access_channel == Some(AccessChannel::Interactive));
+    kfs_tests::ensure_eq!(trace.research_task_id, Some(task.id));
+    kfs_tests::ensure_eq!(trace.subject_id.as_deref(), Some(owner.subject_id.as_str()));
+    kfs_tests::ensure_eq!(trace.permission_snapshot_id, Some(task.permission_snapshot_id));
+    kfs_tests::ensure_eq!(trace.permission_snapshot_revision, Some(task.permission_snapshot_revision));
+    kfs_tests::ensure_eq!(trace.access_channel, Some(AccessChannel::Interactive));
     let evidence = trace.evidence.as_array().ok_or_else(|| anyhow::anyhow!("evidence is not an array"))?;
     anyhow::ensure!(!evidence.is_empty() && evidence.len() <= 3, "{} pieces of evidence", evidence.len());
     let known: HashSet<String> = documents.iter().map(ToString::to_string).collect();
@@ -90,7 +93,7 @@ async fn a_task_runs_to_an_answer_whose_citations_point_at_its_evidence(db: Test
     assert_gapless("partial", &results.iter().map(|p| p.sequence).collect::<Vec<_>>())?;
     anyhow::ensure!(results.last().is_some_and(|p| p.idempotency_key == "evidence"));
     let delivery = outbox::Entity::find().filter(outbox::Column::ResearchTaskJobId.eq(task.id)).one(&db.db).await?;
-    anyhow::ensure!(delivery.map(|d| d.status) == Some(OutboxStatus::Completed));
+    kfs_tests::ensure_eq!(delivery.map(|d| d.status), Some(OutboxStatus::Completed));
     Ok(())
 }
 

@@ -21,6 +21,7 @@ use tokio_stream::StreamMap;
 use tokio_util::sync::CancellationToken;
 
 use super::MAX_INBOUND_BYTES;
+use super::admission::{Admission, admit_init, admit_subscribe};
 use super::protocol::{Incoming, Outgoing, Subprotocol, close, parse};
 use crate::auth::{Principal, authenticate};
 use crate::error::ApiError;
@@ -184,8 +185,8 @@ pub async fn serve(
                 };
                 match message {
                     Incoming::Init(payload) => {
-                        if session.is_some() {
-                            break Ending::Close(close::TOO_MANY_INITS, "Too many initialisation requests".into());
+                        if let Admission::Close(code, reason) = admit_init(session.is_some()) {
+                            break Ending::Close(code, reason);
                         }
                         // Boxed: authentication may read the database, and its future
                         // inline would size every connection's task for its whole life.
@@ -216,19 +217,18 @@ pub async fn serve(
                         operations.remove(&id);
                     }
                     Incoming::Subscribe(id, request) => {
-                        let Some(current) = &session else {
-                            break Ending::Close(close::UNAUTHORIZED, "Unauthorized".into());
-                        };
-                        if operations.contains_key(&id) {
-                            break Ending::Close(close::DUPLICATE_ID, format!("Subscriber for {id} already exists"));
-                        }
-                        if operations.len() >= limits.max_subscriptions {
-                            let error = format!("at most {} operations may run on one connection", limits.max_subscriptions);
-                            if let Some(ending) = writer.send(Outgoing::Error(id, errors(&error, "BAD_USER_INPUT"))).await.ending() {
-                                break ending;
+                        let running = operations.contains_key(&id);
+                        match admit_subscribe(session.is_some(), &id, running, operations.len(), limits.max_subscriptions) {
+                            Admission::Accept => {}
+                            Admission::Close(code, reason) => break Ending::Close(code, reason),
+                            Admission::Refuse(error) => {
+                                if let Some(ending) = writer.send(Outgoing::Error(id, errors(&error, "BAD_USER_INPUT"))).await.ending() {
+                                    break ending;
+                                }
+                                continue;
                             }
-                            continue;
                         }
+                        let Some(current) = &session else { continue };
                         // As HTTP would, now: a key revoked or rotated since `connection_init`
                         // no longer authenticates, and neither does an expired token.
                         let principal = match Box::pin(authenticate(&endpoint.state, current.authorization.as_deref())).await {

@@ -2,6 +2,7 @@
 //! legacy `graphql-ws`. The credential comes in the `connection_init` payload:
 //! `{"Authorization": "Bearer …"}`.
 
+mod admission;
 mod connection;
 mod protocol;
 
