@@ -193,29 +193,12 @@ async fn run_logged(pipeline: &Pipeline, job: lifecycle::Claimed, stop: &Stop) {
 async fn lease_loop(pipeline: Pipeline, wake: Wakeups, stop: Stop, jobs: TaskTracker) {
     let permits = Arc::new(Semaphore::new(pipeline.settings.max_concurrency.max(1)));
     let poll = Duration::from_millis(pipeline.settings.poll_interval_ms.max(1));
-    loop {
-        let now = pipeline.clock.now();
-        let step = lease_step(&pipeline, &permits, &jobs, &stop, Some(wake.lease.clone()), now).await;
-        let busy = match step {
-            Ok(Step::Claimed(_) | Step::Published(_)) => true,
-            Ok(Step::Idle) => false,
-            Err(error) => {
-                tracing::error!(error = %error, "claiming due research tasks failed");
-                false
-            }
-        };
-        // Shutdown first, so a stream of wake-ups cannot keep a stopping worker claiming.
-        // A busy step goes round again at once (more may be due); otherwise a wake-up or
-        // the poll, whichever comes first: the poll is the safety net that makes a lost
-        // wake-up a delay, never a stuck task.
-        tokio::select! {
-            biased;
-            () = stop.drain.cancelled() => break,
-            () = std::future::ready(()), if busy => {}
-            () = wake.lease.notified() => {}
-            () = tokio::time::sleep(poll) => {}
-        }
-    }
+    let step = || {
+        let (pipeline, permits, jobs, stop, wake) =
+            (pipeline.clone(), permits.clone(), jobs.clone(), stop.clone(), wake.lease.clone());
+        async move { lease_step(&pipeline, &permits, &jobs, &stop, Some(wake), pipeline.clock.now()).await }
+    };
+    repeat("claiming due research tasks", step, &wake.lease, &stop.drain, poll).await;
     // Only this loop spawns onto `jobs`, so closing it here (not when shutdown begins)
     // means `drain` cannot see an empty tracker while a claim that was already under way
     // is about to add a pipeline: that pipeline sees the drain and releases its lease.
@@ -232,21 +215,37 @@ async fn outbox_loop(
     shutdown: CancellationToken,
 ) {
     let poll = Duration::from_millis(settings.poll_interval_ms.max(1));
+    let step = || {
+        let (db, publisher, settings, now) = (db.clone(), publisher.clone(), settings.clone(), clock.now());
+        async move { outbox_step(&db, publisher.as_ref(), &settings, now).await }
+    };
+    repeat("dispatching the outbox", step, &wake.outbox, &shutdown, poll).await;
+}
+
+/// Runs a loop's `step` until `stop`. A busy step goes round again at once (more may be
+/// due); otherwise the next waits for a wake-up or the poll, whichever comes first: the
+/// poll is the safety net that makes a lost wake-up a delay, never a stuck task. A failed
+/// step is logged (as `what` failed) and waits like an idle one.
+async fn repeat<F, Fut>(what: &str, mut step: F, wake: &Notify, stop: &CancellationToken, poll: Duration)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Step, LifecycleError>>,
+{
     loop {
-        let busy = match outbox_step(&db, publisher.as_ref(), &settings, clock.now()).await {
+        let busy = match step().await {
             Ok(Step::Claimed(_) | Step::Published(_)) => true,
             Ok(Step::Idle) => false,
             Err(error) => {
-                tracing::error!(error = %error, "dispatching the outbox failed");
+                tracing::error!(error = %error, "{what} failed");
                 false
             }
         };
-        // Same order as the lease loop, for the same reasons.
+        // Stopping first, so a stream of wake-ups cannot keep a stopping worker going.
         tokio::select! {
             biased;
-            () = shutdown.cancelled() => break,
+            () = stop.cancelled() => break,
             () = std::future::ready(()), if busy => {}
-            () = wake.outbox.notified() => {}
+            () = wake.notified() => {}
             () = tokio::time::sleep(poll) => {}
         }
     }

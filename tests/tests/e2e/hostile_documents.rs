@@ -8,13 +8,14 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail, ensure};
-use kfs_tests::ws::{Event, Frame, WsClient};
+use kfs_tests::ws::{Frame, WsClient};
 use kfs_tests::{DbTest, TestDb, db_tests};
 use serde_json::{Value, json};
 
 use kfs_tests::hostile::{documents, unused_fragment_chain};
 
 use crate::api_support::Api;
+use crate::live_support::refused_on_socket;
 
 pub fn tests() -> Vec<DbTest> {
     db_tests![
@@ -109,26 +110,6 @@ async fn hostile_documents_are_refused_over_a_websocket_and_the_connection_stays
     }
     api.stop().await;
     Ok(())
-}
-
-/// The code operation `id` was refused with: an `error` message (refused before any field
-/// ran), or a `next` carrying only errors followed by `complete` (a resolver refused it).
-pub async fn refused_on_socket(client: &mut WsClient, id: &str) -> anyhow::Result<String> {
-    match client.next_event().await? {
-        Event::Error(from, errors) if from == id => errors
-            .pointer("/0/extensions/code")
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-            .with_context(|| format!("no code in {errors}")),
-        Event::Next(from, payload) if from == id => {
-            let code = kfs_tests::ws::error_code(&payload)
-                .map(str::to_owned)
-                .with_context(|| format!("a refused operation delivered {payload}"))?;
-            ensure!(client.next_event().await? == Event::Complete(id.to_owned()), "no complete after the refusal");
-            Ok(code)
-        }
-        other => bail!("expected a refusal of {id}, got {other:?}"),
-    }
 }
 
 async fn hostile_documents_at_once_leave_the_server_answering_others(db: TestDb) -> anyhow::Result<()> {

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::api_support::{ADD_MEMBER, Api, CANCEL, CREATE_KEY, CREATE_SPACE, CREATE_TASK, string_at};
-use crate::hostile_documents::refused_on_socket;
+use crate::live_support::refused_on_socket;
 
 pub fn tests() -> Vec<DbTest> {
     db_tests![

@@ -12,7 +12,7 @@ use kfs_tests::{DbTest, TestDb, db_tests};
 use serde_json::{Value, json};
 
 use crate::api_support::{Api, CREATE_TASK, PAUSE, string_at};
-use crate::hostile_documents::refused_on_socket;
+use crate::live_support::refused_on_socket;
 use crate::live_support::{PROGRESS, api_with, take};
 
 pub fn tests() -> Vec<DbTest> {

@@ -11,7 +11,7 @@ use kfs_tests::{DbTest, TestDb, db_tests};
 use serde_json::{Value, json};
 
 use crate::api_support::{Api, PAUSE, string_at};
-use crate::live_support::{PROGRESS, take};
+use crate::live_support::{PROGRESS, refused_on_socket, take};
 
 /// This module's tests, on both databases.
 pub fn tests() -> Vec<DbTest> {
@@ -63,25 +63,10 @@ async fn ended_with_error(client: &mut WsClient) -> anyhow::Result<String> {
     }
 }
 
-/// The code a refused operation answers with: an `error` message, or a `next` whose
-/// payload is an error followed by `complete`.
+/// Subscribes to `task` as `id` and returns the code the server refused it with.
 async fn refusal(client: &mut WsClient, id: &str, task: &str) -> anyhow::Result<String> {
     client.subscribe(id, PROGRESS, json!({ "task": task, "after": 0 })).await?;
-    match client.next_event().await? {
-        Event::Error(from, errors) if from == id => errors
-            .pointer("/0/extensions/code")
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-            .with_context(|| format!("no code in {errors}")),
-        Event::Next(from, payload) if from == id => {
-            let code = error_code(&payload)
-                .map(str::to_owned)
-                .with_context(|| format!("a refused subscription delivered {payload}"))?;
-            ensure!(client.next_event().await? == Event::Complete(id.to_owned()), "no complete after the refusal");
-            Ok(code)
-        }
-        other => bail!("expected a refusal, got {other:?}"),
-    }
+    refused_on_socket(client, id).await
 }
 
 /// Subscribes again once the connection's credential died: the server refuses with

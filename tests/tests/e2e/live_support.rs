@@ -2,7 +2,7 @@
 //! subscription documents, a quick way to commit progress events through the task
 //! lifecycle (exactly what the pause/resume/cancel mutations call), and the check that a
 //! feed delivered each sequence exactly once and in order.
-use anyhow::{Context as _, bail};
+use anyhow::{Context as _, bail, ensure};
 use api::config::Settings;
 use api::state::AppState;
 use kfs_tests::TestDb;
@@ -120,4 +120,24 @@ pub async fn take(client: &mut WsClient, id: &str, count: usize) -> anyhow::Resu
         }
     }
     Ok(payloads)
+}
+
+/// The code operation `id` was refused with: an `error` message (refused before any field
+/// ran), or a `next` carrying only errors followed by `complete` (a resolver refused it).
+pub async fn refused_on_socket(client: &mut WsClient, id: &str) -> anyhow::Result<String> {
+    match client.next_event().await? {
+        Event::Error(from, errors) if from == id => errors
+            .pointer("/0/extensions/code")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .with_context(|| format!("no code in {errors}")),
+        Event::Next(from, payload) if from == id => {
+            let code = kfs_tests::ws::error_code(&payload)
+                .map(str::to_owned)
+                .with_context(|| format!("a refused operation delivered {payload}"))?;
+            ensure!(client.next_event().await? == Event::Complete(id.to_owned()), "no complete after the refusal");
+            Ok(code)
+        }
+        other => bail!("expected a refusal of {id}, got {other:?}"),
+    }
 }

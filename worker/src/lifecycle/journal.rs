@@ -9,7 +9,22 @@ use sea_orm::{ActiveValue::Set, ConnectionTrait, DbErr, EntityTrait};
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::journal::{last_sequence, sequence_of_key};
+use crate::journal::{Journal, last_sequence, sequence_of_key};
+
+/// Where a keyed row goes in its journal.
+enum Slot {
+    /// A row with the key was written before, at this sequence: write nothing.
+    Written(i32),
+    /// The key is new: write the row at this sequence, the last one plus one.
+    Free(i32),
+}
+
+async fn slot<J: Journal, C: ConnectionTrait>(txn: &C, job_id: Uuid, key: &str) -> Result<Slot, DbErr> {
+    if let Some(sequence) = sequence_of_key::<J, _>(txn, job_id, key).await? {
+        return Ok(Slot::Written(sequence));
+    }
+    Ok(Slot::Free(last_sequence::<J, _>(txn, job_id).await? + 1))
+}
 
 /// Appends one progress event unless one with the same idempotency key exists; returns
 /// the sequence of the event (new or existing). Call only while holding the job's lock.
@@ -22,10 +37,10 @@ pub async fn append_progress_event<C: ConnectionTrait>(
     payload: Value,
     now: i64,
 ) -> Result<i32, DbErr> {
-    if let Some(sequence) = sequence_of_key::<progress::Entity, _>(txn, job.id, idempotency_key).await? {
-        return Ok(sequence);
-    }
-    let sequence = last_sequence::<progress::Entity, _>(txn, job.id).await? + 1;
+    let sequence = match slot::<progress::Entity, _>(txn, job.id, idempotency_key).await? {
+        Slot::Written(sequence) => return Ok(sequence),
+        Slot::Free(sequence) => sequence,
+    };
     let event = progress::ActiveModel {
         id: Set(Uuid::now_v7()),
         tenant_id: Set(job.tenant_id.clone()),
@@ -51,10 +66,10 @@ pub async fn append_partial_result<C: ConnectionTrait>(
     evidence_bundle: Value,
     now: i64,
 ) -> Result<i32, DbErr> {
-    if let Some(sequence) = sequence_of_key::<partial::Entity, _>(txn, job.id, idempotency_key).await? {
-        return Ok(sequence);
-    }
-    let sequence = last_sequence::<partial::Entity, _>(txn, job.id).await? + 1;
+    let sequence = match slot::<partial::Entity, _>(txn, job.id, idempotency_key).await? {
+        Slot::Written(sequence) => return Ok(sequence),
+        Slot::Free(sequence) => sequence,
+    };
     let result = partial::ActiveModel {
         id: Set(Uuid::now_v7()),
         tenant_id: Set(job.tenant_id.clone()),

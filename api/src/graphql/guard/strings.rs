@@ -16,7 +16,8 @@ pub fn variables_are_storable(variables: &Variables) -> bool {
     variables.keys().all(|name| storable(name)) && consts_are_storable(variables.values().collect())
 }
 
-/// Whether every string in these constant values (lists and objects walked) may be stored.
+/// Whether every string in these values (lists and objects walked, keys included) may be
+/// stored.
 fn consts_are_storable(mut stack: Vec<&ConstValue>) -> bool {
     while let Some(value) = stack.pop() {
         match value {
@@ -33,6 +34,17 @@ fn consts_are_storable(mut stack: Vec<&ConstValue>) -> bool {
         }
     }
     true
+}
+
+/// Literals as constants, their variables read as null (a variable's value is checked with
+/// the variables): one walk then serves both. The document is bounded by the guard, so
+/// the copy is too.
+fn literals_are_storable(values: Vec<&Value>) -> bool {
+    let constants: Vec<ConstValue> = values
+        .into_iter()
+        .filter_map(|value| value.clone().into_const_with(|_| Ok::<_, std::convert::Infallible>(ConstValue::Null)).ok())
+        .collect();
+    consts_are_storable(constants.iter().collect())
 }
 
 /// Whether every string literal and default value in the document may be stored.
@@ -70,26 +82,7 @@ pub fn document_is_storable(document: &ExecutableDocument) -> bool {
             values.extend(directives.iter().flat_map(|d| d.node.arguments.iter().map(|(_, v)| &v.node)));
         }
     }
-    values_are_storable(values) && consts_are_storable(defaults)
-}
-
-/// Whether every string in these literal values (lists and objects walked) may be stored.
-fn values_are_storable(mut stack: Vec<&Value>) -> bool {
-    while let Some(value) = stack.pop() {
-        match value {
-            Value::String(text) if !storable(text) => return false,
-            Value::Enum(name) if !storable(name) => return false,
-            Value::List(items) => stack.extend(items),
-            Value::Object(fields) => {
-                if fields.keys().any(|key| !storable(key)) {
-                    return false;
-                }
-                stack.extend(fields.values());
-            }
-            _ => {}
-        }
-    }
-    true
+    literals_are_storable(values) && consts_are_storable(defaults)
 }
 
 #[cfg(test)]
