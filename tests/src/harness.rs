@@ -31,14 +31,26 @@ pub struct DbTest {
     pub backends: &'static [Backend],
     /// The test body.
     pub run: fn(TestDb) -> TestFuture,
+    /// Whether it drives a real browser (Chromium): without one it is listed as ignored.
+    pub needs_chromium: bool,
 }
 
 impl DbTest {
     /// A test named after the module it is defined in (`module_path!()`, without the
     /// crate) and its function name.
     pub fn new(module_path: &str, name: &str, backends: &'static [Backend], run: fn(TestDb) -> TestFuture) -> Self {
-        Self { name: qualified(module_path, name), backends, run }
+        Self { name: qualified(module_path, name), backends, run, needs_chromium: false }
     }
+
+    /// The same test, marked as driving Chromium.
+    pub fn needing_chromium(self) -> Self {
+        Self { needs_chromium: true, ..self }
+    }
+}
+
+/// The Chromium the browser tests drive: `KFS_CHROMIUM`, or Debian's package.
+pub fn chromium() -> std::path::PathBuf {
+    std::env::var_os("KFS_CHROMIUM").map_or_else(|| "/usr/bin/chromium".into(), Into::into)
 }
 
 /// A test that needs no database (e.g. schema drift): `async fn name() -> anyhow::Result<()>`.
@@ -119,10 +131,10 @@ pub fn run(db_tests: Vec<DbTest>, plain_tests: Vec<PlainTest>) -> ExitCode {
         let from_env = std::env::var("RUST_TEST_THREADS").ok().and_then(|value| value.parse().ok());
         args.test_threads = Some(from_env.unwrap_or(DEFAULT_TEST_THREADS));
     }
-    let skip_banner = config.postgres_url.is_none() && !args.list;
-    if skip_banner {
-        eprintln!("PostgreSQL tests SKIPPED: KFS_TEST_POSTGRES_URL is not set");
-        if config.require_postgres {
+    let skipped = skipped_banners(&config, &db_tests);
+    if !args.list {
+        skipped.iter().for_each(|banner| eprintln!("{banner}"));
+        if config.postgres_url.is_none() && config.require_postgres {
             eprintln!("KFS_TEST_REQUIRE_POSTGRES is set, so a missing KFS_TEST_POSTGRES_URL is an error");
             return ExitCode::FAILURE;
         }
@@ -135,10 +147,30 @@ pub fn run(db_tests: Vec<DbTest>, plain_tests: Vec<PlainTest>) -> ExitCode {
         }
     };
     let conclusion = libtest_mimic::run(&args, trials);
-    if skip_banner {
-        eprintln!("PostgreSQL tests SKIPPED: KFS_TEST_POSTGRES_URL is not set");
+    // Again after the results: the last lines a newcomer reads must say what did not run.
+    if !args.list {
+        skipped.iter().for_each(|banner| eprintln!("{banner}"));
     }
     conclusion.exit_code()
+}
+
+/// One line per kind of trial this run lists as ignored, saying how to run it.
+fn skipped_banners(config: &TestConfig, db_tests: &[DbTest]) -> Vec<String> {
+    let mut banners = Vec::new();
+    if config.postgres_url.is_none() {
+        banners.push(
+            "PostgreSQL tests SKIPPED: KFS_TEST_POSTGRES_URL is not set. To run them: \
+             KFS_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/postgres cargo test --workspace"
+                .to_owned(),
+        );
+    }
+    if db_tests.iter().any(|test| test.needs_chromium) && !chromium().is_file() {
+        banners.push(format!(
+            "Browser tests SKIPPED: no Chromium at {} (apt-get install chromium, or point KFS_CHROMIUM at one)",
+            chromium().display()
+        ));
+    }
+    banners
 }
 
 /// One trial per test and backend; fails with the first duplicate name.
@@ -148,7 +180,8 @@ fn trials(config: &TestConfig, db_tests: Vec<DbTest>, plain_tests: Vec<PlainTest
         for &backend in test.backends {
             let config = config.clone();
             let run = test.run;
-            let skipped = backend == Backend::Postgres && config.postgres_url.is_none();
+            let skipped = (backend == Backend::Postgres && config.postgres_url.is_none())
+                || (test.needs_chromium && !chromium().is_file());
             let name = format!("{}::{}", test.name, backend.name());
             let trial = Trial::test(name, move || on_runtime(TestDb::run(backend, &config, run)));
             trials.push(trial.with_ignored_flag(skipped));

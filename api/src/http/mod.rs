@@ -9,7 +9,7 @@ mod metrics;
 mod ws;
 
 pub use error_codes::ErrorCodes;
-pub use graphiql::graphiql;
+pub use graphiql::{assets as graphiql_assets, page as graphiql};
 pub use graphql_http::{GraphqlEndpoint, graphql_get, graphql_post};
 pub use health::{healthz, readyz};
 pub use metrics::{install as install_metrics, metrics, track as track_metrics};

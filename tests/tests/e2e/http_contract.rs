@@ -18,21 +18,35 @@ pub fn tests() -> Vec<DbTest> {
         a_too_deep_query_is_too_complex,
         graphql_response_json_gets_400_for_an_invalid_document,
         health_readiness_and_metrics_answer,
+        cors_admits_the_configured_origins_only,
     ]
 }
 
-/// Installs the Node clients once per process (`npm ci` needs the registry only once).
+/// Installs the Node clients once per process (`npm ci` needs the registry only once),
+/// with npm's output captured so it never interleaves with the test results (it is shown
+/// only if the install fails).
 pub(crate) fn node_clients() -> anyhow::Result<std::path::PathBuf> {
     static INSTALL: Mutex<()> = Mutex::new(());
     let _guard = INSTALL.lock().map_err(|_| anyhow::anyhow!("npm install lock poisoned"))?;
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf();
-    if !dir.join("node_modules/graphql-http").exists() {
-        let status = Command::new("npm")
+    let manifest: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("package.json"))?)?;
+    let installed = manifest["dependencies"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .all(|(package, _)| dir.join("node_modules").join(package).join("package.json").is_file());
+    if !installed {
+        let output = Command::new("npm")
             .args(["ci", "--no-audit", "--no-fund", "--prefix"])
             .arg(&dir)
-            .status()
+            .output()
             .context("running npm ci for the test clients (is Node.js installed?)")?;
-        ensure!(status.success(), "npm ci --prefix tests failed");
+        ensure!(
+            output.status.success(),
+            "npm ci --prefix tests failed:\n{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
     }
     Ok(dir)
 }
@@ -172,5 +186,63 @@ async fn health_readiness_and_metrics_answer(db: TestDb) -> anyhow::Result<()> {
     let metrics = server.http.get(format!("{base}/metrics")).send().await?.text().await?;
     ensure!(metrics.contains("http_requests_total"), "metrics: {metrics}");
     server.stop().await;
+    Ok(())
+}
+
+/// A preflight (OPTIONS with `Access-Control-Request-*`) from `origin`; returns the status
+/// and the `Access-Control-Allow-Origin` and `-Headers` it answered.
+async fn preflight(server: &TestServer, origin: &str) -> anyhow::Result<(u16, Option<String>, Option<String>)> {
+    let response = server
+        .http
+        .request(reqwest::Method::OPTIONS, server.graphql_url())
+        .header("origin", origin)
+        .header("access-control-request-method", "POST")
+        .header("access-control-request-headers", "authorization,content-type")
+        .send()
+        .await?;
+    let header = |name: &str| response.headers().get(name).and_then(|value| value.to_str().ok()).map(str::to_owned);
+    Ok((response.status().as_u16(), header("access-control-allow-origin"), header("access-control-allow-headers")))
+}
+
+/// `KFS_CORS_ORIGINS` admits exactly its origins, with `Authorization` (no cookies); by
+/// default no other origin is admitted; an origin that is not one stops the start.
+async fn cors_admits_the_configured_origins_only(db: TestDb) -> anyhow::Result<()> {
+    let allowed = "http://app.example:3000";
+    let server = TestServer::start_with(&db.url, |settings| settings.cors_origins = vec![allowed.to_owned()]).await?;
+    let (status, origin, headers) = preflight(&server, allowed).await?;
+    ensure!(status < 300 && origin.as_deref() == Some(allowed), "the allowed origin's preflight: {status} {origin:?}");
+    ensure!(
+        headers.is_some_and(|headers| headers.to_lowercase().contains("authorization")),
+        "Authorization not allowed"
+    );
+    let (_, refused, _) = preflight(&server, "http://evil.example").await?;
+    ensure!(refused.is_none(), "a refused origin was answered with Access-Control-Allow-Origin: {refused:?}");
+    let (status, body) =
+        server.post(Some(&TestServer::token("alice", "acme")), "{ viewer { subjectId } }", json!({})).await?;
+    ensure!(status == 200 && body["data"]["viewer"]["subjectId"] == "alice", "{status} {body}");
+    let simple = server
+        .http
+        .post(server.graphql_url())
+        .header("origin", allowed)
+        .json(&json!({ "query": "{ __typename }" }))
+        .send()
+        .await?;
+    let echoed =
+        simple.headers().get("access-control-allow-origin").and_then(|value| value.to_str().ok()).map(str::to_owned);
+    ensure!(echoed.as_deref() == Some(allowed), "a request from the allowed origin got {echoed:?}");
+    ensure!(
+        simple.headers().get("access-control-allow-credentials").is_none(),
+        "credentials (cookies) must not be allowed"
+    );
+    server.stop().await;
+
+    let closed = TestServer::start(&db.url, false).await?;
+    let (_, origin, _) = preflight(&closed, allowed).await?;
+    ensure!(origin.is_none(), "with no origins configured, another origin was admitted: {origin:?}");
+    closed.stop().await;
+
+    let bad =
+        TestServer::start_with(&db.url, |settings| settings.cors_origins = vec!["not an origin".to_owned()]).await;
+    ensure!(bad.is_err(), "an origin that is not one was accepted");
     Ok(())
 }

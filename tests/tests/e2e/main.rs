@@ -15,6 +15,7 @@ mod api_schema;
 mod api_subscriptions;
 mod api_support;
 mod constraints;
+mod graphiql_browser;
 mod hostile_documents;
 mod hostile_fuzz;
 mod hostile_inputs;
@@ -42,6 +43,7 @@ fn main() -> ExitCode {
         api_limits::tests(),
         api_subscriptions::tests(),
         constraints::tests(),
+        graphiql_browser::tests(),
         hostile_documents::tests(),
         hostile_fuzz::tests(),
         hostile_inputs::tests(),
