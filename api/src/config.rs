@@ -39,6 +39,11 @@ pub struct Settings {
     /// `KFS_WS_SEND_TIMEOUT_MS`: how long one write may wait for a client that does not
     /// read before the connection is closed with 1013.
     pub ws_send_timeout_ms: u64,
+    /// `KFS_CORS_ORIGINS`: the other origins whose pages may call the API from a browser
+    /// (`https://app.example.com,https://admin.example.com`, or a list in `kfs.toml`).
+    /// Empty (the default) allows the same origin only.
+    #[serde(default, deserialize_with = "list_or_commas")]
+    pub cors_origins: Vec<String>,
     /// `KFS_LOG_FORMAT`: `text` (the default) or `json`, one object per line.
     #[serde(default)]
     pub log_format: worker::telemetry::LogFormat,
@@ -81,6 +86,21 @@ impl Default for Defaults {
     }
 }
 
+/// A list from TOML, or one string of comma-separated items from the environment.
+fn list_or_commas<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum ListOrCommas {
+        List(Vec<String>),
+        Commas(String),
+    }
+    let items = match ListOrCommas::deserialize(deserializer)? {
+        ListOrCommas::List(items) => items,
+        ListOrCommas::Commas(text) => text.split(',').map(str::to_owned).collect(),
+    };
+    Ok(items.into_iter().map(|item| item.trim().to_owned()).filter(|item| !item.is_empty()).collect())
+}
+
 impl Settings {
     /// Loads defaults, then the TOML file (the given path, or `kfs.toml` if present), then
     /// `KFS_*` variables (`KFS_WORKER_<FIELD>` for the worker's), then `DATABASE_URL`.
@@ -104,6 +124,24 @@ impl Settings {
     /// Whether the JWT secret is the public development one.
     pub fn uses_development_secret(&self) -> bool {
         self.jwt_secret.expose_secret() == DEVELOPMENT_JWT_SECRET
+    }
+
+    /// The database for people to read, without any credential the URL carries: the
+    /// SQLite file, or the PostgreSQL database and where it is.
+    pub fn describe_database(&self) -> String {
+        if let Some(rest) = self.database_url.strip_prefix("sqlite://") {
+            let path = rest.split('?').next().unwrap_or_default();
+            return format!("SQLite file {path} (created and migrated on start)");
+        }
+        match self.database_url.parse::<sea_orm::sqlx::postgres::PgConnectOptions>() {
+            Ok(options) => format!(
+                "PostgreSQL database {} on {}:{}",
+                options.get_database().unwrap_or("(default)"),
+                options.get_host(),
+                options.get_port()
+            ),
+            Err(_) => "the database DATABASE_URL names".to_owned(),
+        }
     }
 
     /// Creates the directory of a SQLite file database so the first start just works.

@@ -69,17 +69,52 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     }
     // The banner is for people; with JSON logs (a machine reads stdout) the `listening`
     // event carries the address instead.
-    let banner = settings.log_format == worker::telemetry::LogFormat::Text;
+    let banner = (settings.log_format == worker::telemetry::LogFormat::Text).then(|| Banner::of(&settings));
     let server = api::server::start(settings).await?;
-    if banner {
-        println!("GraphiQL:  {}/graphiql", server.base_url());
-        println!("A token:   cargo run -p api -- token --sub alice --tenant acme");
-        println!("Then send: Authorization: Bearer <token>   (GraphiQL's Headers tab)");
+    if let Some(banner) = banner {
+        banner.print(&server.base_url());
     }
     shutdown_signal().await;
     tracing::info!("shutting down");
     server.shutdown(Duration::from_secs(10)).await;
     Ok(())
+}
+
+/// What the start-up message says, decided from the settings before they move.
+struct Banner {
+    development: bool,
+    database: String,
+    embedded_worker: bool,
+}
+
+impl Banner {
+    fn of(settings: &Settings) -> Self {
+        Self {
+            development: settings.uses_development_secret(),
+            database: settings.describe_database(),
+            embedded_worker: settings.embedded_worker,
+        }
+    }
+
+    /// The lines the README's "Start it" shows.
+    fn print(&self, base_url: &str) {
+        println!("GraphiQL:  {base_url}/graphiql");
+        if self.development {
+            println!("           already carries a development token for subject `alice` in tenant `acme`");
+        } else {
+            println!(
+                "Token:     cargo run -p api -- token --sub alice --tenant acme   (with this KFS_JWT_SECRET), then put"
+            );
+            println!("           {{\"Authorization\": \"Bearer <token>\"}} in GraphiQL's Headers tab");
+        }
+        println!("Database:  {}", self.database);
+        if self.embedded_worker {
+            println!("Worker:    runs in this process");
+        } else {
+            println!("Worker:    off here (KFS_EMBEDDED_WORKER=false); tasks run where `cargo run -p worker` runs");
+        }
+        println!("Stop:      Ctrl-C");
+    }
 }
 
 /// Resolves on SIGINT or SIGTERM.

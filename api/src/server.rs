@@ -5,12 +5,14 @@ use std::time::Duration;
 
 use anyhow::Context;
 use axum::Router;
+use axum::http::{HeaderValue, Method, header};
 use axum::routing::get;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::trace::TraceLayer;
 use worker::Notifier;
 
@@ -49,9 +51,37 @@ impl RunningServer {
     }
 }
 
+/// The CORS layer for the configured origins: pages of those origins may call the
+/// GraphQL endpoint from a browser, sending `Authorization` (no cookies: credentials are
+/// headers only). `None` when no origin is configured: the same origin only, which needs
+/// no CORS at all. An origin that is not `scheme://host[:port]` is a start-up error.
+fn cors(origins: &[String]) -> anyhow::Result<Option<CorsLayer>> {
+    if origins.is_empty() {
+        return Ok(None);
+    }
+    let mut allowed = Vec::with_capacity(origins.len());
+    for origin in origins {
+        let uri: axum::http::Uri =
+            origin.parse().with_context(|| format!("KFS_CORS_ORIGINS: {origin:?} is not an origin"))?;
+        let well_formed = matches!(uri.scheme_str(), Some("http" | "https"))
+            && uri.authority().is_some()
+            && uri.path_and_query().is_none_or(|path| path.as_str().is_empty() || path.as_str() == "/");
+        anyhow::ensure!(well_formed, "KFS_CORS_ORIGINS: {origin:?} is not scheme://host[:port]");
+        let origin = origin.trim_end_matches('/');
+        allowed.push(HeaderValue::from_str(origin).with_context(|| format!("KFS_CORS_ORIGINS: {origin:?}"))?);
+    }
+    Ok(Some(
+        CorsLayer::new()
+            .allow_origin(AllowOrigin::list(allowed))
+            .allow_methods([Method::GET, Method::POST])
+            .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE, header::ACCEPT])
+            .max_age(Duration::from_secs(600)),
+    ))
+}
+
 /// The router for a state: GraphQL over HTTP and WebSocket, GraphiQL, health, metrics.
 /// `shutdown` closes open WebSockets when the server stops.
-pub fn router(state: AppState, shutdown: CancellationToken) -> Router {
+pub fn router(state: AppState, shutdown: CancellationToken) -> anyhow::Result<Router> {
     let settings = &state.settings;
     let endpoint = GraphqlEndpoint { schema: build_schema(state.clone()), state: state.clone() };
     let ws = WsEndpoint {
@@ -67,14 +97,19 @@ pub fn router(state: AppState, shutdown: CancellationToken) -> Router {
         shutdown,
     };
     let websocket = Router::new().route("/graphql/ws", get(http::graphql_ws)).with_state(ws);
-    let graphql = Router::new().route("/graphql", get(http::graphql_get).post(http::graphql_post)).with_state(endpoint);
+    let mut graphql =
+        Router::new().route("/graphql", get(http::graphql_get).post(http::graphql_post)).with_state(endpoint);
+    if let Some(cors) = cors(&settings.cors_origins)? {
+        graphql = graphql.layer(cors);
+    }
     let health = Router::new()
         .route("/healthz", get(http::healthz))
         .route("/readyz", get(http::readyz))
         .route("/metrics", get(http::metrics))
         .route("/graphiql", get(http::graphiql))
+        .route(&format!("{}/{{name}}", http::graphiql_assets::PREFIX), get(http::graphiql_assets::serve))
         .with_state(state);
-    Router::new()
+    Ok(Router::new()
         .merge(graphql)
         .merge(websocket)
         .merge(health)
@@ -82,7 +117,7 @@ pub fn router(state: AppState, shutdown: CancellationToken) -> Router {
         .layer(TraceLayer::new_for_http())
         // A panic is a bug, but it must cost one request, not the connection it came on:
         // answer it as an internal error (the panic itself is logged by the hook).
-        .layer(CatchPanicLayer::custom(http::panic_response))
+        .layer(CatchPanicLayer::custom(http::panic_response)))
 }
 
 /// Connects, migrates, binds and serves; with `embedded_worker` the worker loops run in
@@ -121,7 +156,7 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
         let worker_settings = worker::config::WorkerSettings { pg_listen: false, ..settings.worker.clone() };
         worker::runtime::spawn(db, notifier, worker_settings, shutdown.clone(), &tracker);
     }
-    let app = router(state.clone(), shutdown.clone());
+    let app = router(state.clone(), shutdown.clone())?;
     let stop = shutdown.clone();
     tracker.spawn(async move {
         let serve = axum::serve(listener, app).with_graceful_shutdown(async move { stop.cancelled().await });

@@ -1,5 +1,5 @@
 //! How fast the release `api` binary refuses hostile documents, and how `/healthz` answers
-//! while it does: `cargo bench -p kfs-tests --bench hostile`.
+//! while it does: `cargo bench -p workspace-tests --bench hostile`.
 //!
 //! The server runs in a process of its own on a temporary SQLite file (the guard that
 //! refuses these documents touches no database) with the default 1 MiB body limit. Each
@@ -24,7 +24,7 @@ const BUDGET: usize = 1024 * 1024 - 4 * 1024;
 
 fn main() -> ExitCode {
     if !std::env::args().any(|arg| arg == "--bench") {
-        println!("hostile: run it with `cargo bench -p kfs-tests --bench hostile`");
+        println!("hostile: run it with `cargo bench -p workspace-tests --bench hostile`");
         return ExitCode::SUCCESS;
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {

@@ -1,7 +1,7 @@
 //! Throughput of the built-in engine: how many research tasks per second one and two
 //! worker runtimes finish on a small corpus, on SQLite and on PostgreSQL.
 //!
-//! Run it with `cargo bench -p kfs-tests --bench throughput`; the PostgreSQL rows need
+//! Run it with `cargo bench -p workspace-tests --bench throughput`; the PostgreSQL rows need
 //! `KFS_TEST_POSTGRES_URL` (an admin URL, as for the tests) and are skipped without it.
 //! Each configuration gets a fresh database (a temporary SQLite file, or a PostgreSQL
 //! database created and dropped here), [`TASKS`] queued tasks created through
@@ -82,7 +82,7 @@ fn main() -> ExitCode {
     // `cargo bench` passes `--bench`; anything else (`cargo test --all-targets`) only
     // checks that the bench builds, instead of spending a minute measuring.
     if !std::env::args().any(|arg| arg == "--bench") {
-        println!("throughput: run it with `cargo bench -p kfs-tests --bench throughput`");
+        println!("throughput: run it with `cargo bench -p workspace-tests --bench throughput`");
         return ExitCode::SUCCESS;
     }
     match run() {

@@ -1,7 +1,7 @@
 //! Subscription benchmark (issue 5): what an idle subscribed WebSocket costs the server,
 //! and how long a committed progress event takes to reach 1,000 subscribers under load.
 //!
-//! `cargo bench -p kfs-tests --bench subscriptions`. The server is the `api` binary in a
+//! `cargo bench -p workspace-tests --bench subscriptions`. The server is the `api` binary in a
 //! process of its own (built first with this bench's profile, `release`), with the
 //! embedded worker off so the tasks stay where the bench puts them, on a fresh SQLite
 //! file and, when `KFS_TEST_POSTGRES_URL` is set, on a fresh PostgreSQL database too.
@@ -28,7 +28,7 @@ fn main() -> ExitCode {
     // `cargo test --benches` runs bench binaries without `--bench`: do nothing there, so
     // the bench never runs as part of a test suite.
     if !std::env::args().any(|arg| arg == "--bench") {
-        println!("subscriptions: a benchmark; run it with `cargo bench -p kfs-tests --bench subscriptions`");
+        println!("subscriptions: a benchmark; run it with `cargo bench -p workspace-tests --bench subscriptions`");
         return ExitCode::SUCCESS;
     }
     match run() {

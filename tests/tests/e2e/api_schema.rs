@@ -17,7 +17,7 @@ async fn the_checked_in_schema_matches_the_code() -> anyhow::Result<()> {
     ensure!(
         committed == generated,
         "schema.graphql differs from the schema the code builds; regenerate it with\n  \
-         KFS_UPDATE_SCHEMA=1 cargo test -p kfs-tests --test e2e -- api_schema\nand review the diff"
+         KFS_UPDATE_SCHEMA=1 cargo test -p workspace-tests --test e2e -- api_schema\nand review the diff"
     );
     Ok(())
 }

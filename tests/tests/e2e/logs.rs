@@ -13,6 +13,7 @@ pub fn tests() -> Vec<DbTest> {
     db_tests![
         json_logs_are_one_object_per_line_with_span_fields_and_no_variables,
         text_logs_into_a_pipe_carry_no_colour_codes,
+        the_start_up_message_says_what_the_readme_says,
     ]
 }
 
@@ -83,5 +84,32 @@ async fn text_logs_into_a_pipe_carry_no_colour_codes(db: TestDb) -> anyhow::Resu
     let lines = lines_until(&mut api, Duration::from_secs(60), |line| line.starts_with("GraphiQL:")).await?;
     ensure!(lines.iter().any(|line| line.contains("listening")), "no log line before the banner: {lines:#?}");
     ensure!(lines.iter().all(|line| !line.contains('\u{1b}')), "colour codes in piped logs: {lines:#?}");
+    Ok(())
+}
+
+/// The README's "Start it" shows the message of the embedded default: GraphiQL with a
+/// token for alice in acme, the SQLite file, the worker in-process, how to stop. With a
+/// real secret (PostgreSQL refuses the development one) it says how to get a token.
+async fn the_start_up_message_says_what_the_readme_says(db: TestDb) -> anyhow::Result<()> {
+    let binaries = Binaries::build().await?;
+    let mut command = api_command(&binaries.api, &db.url);
+    command.env("KFS_EMBEDDED_WORKER", "true");
+    if db.backend == kfs_tests::Backend::Sqlite {
+        command.env_remove("KFS_JWT_SECRET");
+    }
+    let mut api = Process::spawn("api", command)?;
+    let lines = lines_until(&mut api, Duration::from_secs(60), |line| line.starts_with("Stop:")).await?;
+    let banner: Vec<&str> =
+        lines.iter().map(String::as_str).skip_while(|line| !line.starts_with("GraphiQL:")).collect();
+    let shows = |text: &str| banner.iter().any(|line| line.contains(text));
+    ensure!(banner.first().is_some_and(|line| line.ends_with("/graphiql")), "{banner:#?}");
+    ensure!(shows("Worker:    runs in this process") && shows("Stop:      Ctrl-C"), "{banner:#?}");
+    if db.backend == kfs_tests::Backend::Sqlite {
+        ensure!(shows("already carries a development token for subject `alice` in tenant `acme`"), "{banner:#?}");
+        ensure!(shows("Database:  SQLite file"), "{banner:#?}");
+    } else {
+        ensure!(shows("cargo run -p api -- token --sub alice --tenant acme") && shows("Headers tab"), "{banner:#?}");
+        ensure!(shows("Database:  PostgreSQL database") && !banner.concat().contains("postgres@"), "{banner:#?}");
+    }
     Ok(())
 }
