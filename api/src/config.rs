@@ -23,8 +23,12 @@ pub struct Settings {
     pub jwt_secret: SecretString,
     /// `KFS_EMBEDDED_WORKER`: run the worker loops in this process.
     pub embedded_worker: bool,
-    /// `KFS_MAX_BODY_BYTES`: the largest request body accepted.
-    pub max_body_bytes: usize,
+    /// `KFS_MAX_CONTENT_BYTES`: the largest document content accepted, in UTF-8 bytes.
+    pub max_content_bytes: usize,
+    /// `KFS_MAX_BODY_BYTES`: the largest request body accepted. Unset, it follows the
+    /// content limit ([`Settings::body_limit`]).
+    #[serde(default)]
+    pub max_body_bytes: Option<usize>,
     /// `KFS_MAX_RESPONSE_BYTES`: the largest result sent, over HTTP or as one WebSocket
     /// message; a larger one is answered with a TOO_COMPLEX error instead.
     pub max_response_bytes: usize,
@@ -59,7 +63,7 @@ struct Defaults {
     listen_addr: String,
     jwt_secret: String,
     embedded_worker: bool,
-    max_body_bytes: usize,
+    max_content_bytes: usize,
     max_response_bytes: usize,
     ws_init_timeout_ms: u64,
     ws_ping_interval_ms: u64,
@@ -75,7 +79,7 @@ impl Default for Defaults {
             listen_addr: "127.0.0.1:8000".to_owned(),
             jwt_secret: DEVELOPMENT_JWT_SECRET.to_owned(),
             embedded_worker: true,
-            max_body_bytes: 1024 * 1024,
+            max_content_bytes: 5 * 1024 * 1024,
             max_response_bytes: 64 * 1024 * 1024,
             ws_init_timeout_ms: 10_000,
             ws_ping_interval_ms: 15_000,
@@ -106,14 +110,20 @@ impl Settings {
     /// `KFS_*` variables (`KFS_WORKER_<FIELD>` for the worker's), then `DATABASE_URL`.
     pub fn load(file: Option<&Path>) -> Result<Self, Box<figment::Error>> {
         let file: PathBuf = file.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("kfs.toml"));
-        Figment::from(Serialized::defaults(Defaults::default()))
+        let figment = Figment::from(Serialized::defaults(Defaults::default()))
             .merge(Toml::file(file))
-            .merge(Env::prefixed("KFS_"))
-            // The same spelling the standalone worker reads: KFS_WORKER_LEASE_MS and so on.
-            .merge(Env::prefixed("KFS_WORKER_").map(|key| format!("worker.{key}").into()))
-            .merge(Env::raw().only(&["DATABASE_URL"]))
+            .merge(Env::prefixed("KFS_"));
+        // The same spellings the standalone worker reads: KFS_WORKER_LEASE_MS and so on.
+        worker::config::environment(figment)
             .extract()
             .map_err(Box::new)
+    }
+
+    /// The largest request body accepted: `max_body_bytes` when set, else room for the
+    /// largest content twice over (JSON escaping, or a client that writes every non-ASCII
+    /// character as `\uXXXX`) and a megabyte for the rest of the request.
+    pub fn body_limit(&self) -> usize {
+        self.max_body_bytes.unwrap_or_else(|| self.max_content_bytes.saturating_mul(2).saturating_add(1024 * 1024))
     }
 
     /// Whether this runs on the embedded SQLite database.

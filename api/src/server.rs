@@ -130,6 +130,12 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
     let db = worker::db::connect_and_migrate(&settings.database_url)
         .await
         .context("connecting to and migrating the database")?;
+    let prepared = worker::knowledge::prepare(&db, &settings.worker, entity::now_millis())
+        .await
+        .context("preparing the knowledge spaces' passages")?;
+    if prepared.split > 0 || prepared.reconciled > 0 {
+        tracing::info!(split = prepared.split, reconciled = prepared.reconciled, "documents indexed for the current settings");
+    }
     let listener =
         TcpListener::bind(settings.listen_addr).await.with_context(|| format!("binding {}", settings.listen_addr))?;
     let addr = listener.local_addr().context("reading the bound address")?;

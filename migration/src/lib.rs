@@ -13,6 +13,7 @@ mod m0003_answer_traces;
 mod m0004_knowledge_documents;
 mod m0015_research_task_jobs;
 mod m0016_answer_trace_task_link;
+mod m0017_knowledge_passages;
 mod raw;
 
 /// The ordered list of migrations.
@@ -28,6 +29,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0004_knowledge_documents::Migration),
             Box::new(m0015_research_task_jobs::Migration),
             Box::new(m0016_answer_trace_task_link::Migration),
+            Box::new(m0017_knowledge_passages::Migration),
         ]
     }
 }

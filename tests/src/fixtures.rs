@@ -3,7 +3,7 @@
 //! the rows a test then mangles are built here as ActiveModels with every field valid.
 use anyhow::Context as _;
 use entity::{
-    AccessChannel, MemberRole, OutboxStatus, ProgressEventType, Stage, answer_trace, api_key, knowledge_document,
+    AccessChannel, MediaType, MemberRole, OutboxStatus, ProgressEventType, Stage, answer_trace, api_key, knowledge_document,
     knowledge_space, member, now_millis, permission_snapshot, research_task_job as job, research_task_outbox as outbox,
     research_task_partial_result as partial, research_task_progress_event as progress,
 };
@@ -11,6 +11,7 @@ use sea_orm::{ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrde
 use serde_json::json;
 use uuid::Uuid;
 use worker::grant::{GrantRequest, GrantSource};
+use worker::knowledge::index::Indexing;
 use worker::lifecycle::{NewTask, create};
 
 use crate::TestDb;
@@ -80,25 +81,40 @@ pub async fn api_key(db: &TestDb, space: &knowledge_space::Model) -> anyhow::Res
     Ok(api_key::Entity::insert(row).exec_with_returning(&db.db).await?)
 }
 
-/// Adds a document to the member's space, written by the member.
+/// Adds a plain-text document to the member's space, written by the member, split into
+/// passages with the default settings as the API does it.
 pub async fn document(
     db: &TestDb,
     author: &member::Model,
     title: &str,
     content: &str,
 ) -> anyhow::Result<knowledge_document::Model> {
-    let now = now_millis();
-    let row = knowledge_document::ActiveModel {
-        id: Set(Uuid::now_v7()),
-        tenant_id: Set(author.tenant_id.clone()),
-        knowledge_space_id: Set(author.knowledge_space_id),
-        title: Set(title.to_owned()),
-        content: Set(content.to_owned()),
-        created_by: Set(author.subject_id.clone()),
-        created_at: Set(now),
-        updated_at: Set(now),
+    document_as(db, author, title, content, MediaType::TextPlain).await
+}
+
+/// [`document`] in another format.
+pub async fn document_as(
+    db: &TestDb,
+    author: &member::Model,
+    title: &str,
+    content: &str,
+    media_type: MediaType,
+) -> anyhow::Result<knowledge_document::Model> {
+    let new = api::store::documents::NewDocument {
+        tenant_id: author.tenant_id.clone(),
+        knowledge_space_id: author.knowledge_space_id,
+        title: title.to_owned(),
+        content: content.to_owned(),
+        media_type,
+        source_uri: None,
+        metadata: json!({}),
+        created_by: author.subject_id.clone(),
     };
-    Ok(knowledge_document::Entity::insert(row).exec_with_returning(&db.db).await?)
+    let indexing = Indexing { chunk: Default::default(), embeddings_on: false };
+    let txn = worker::db::begin_write(&db.db).await?;
+    let document = api::store::documents::add(&txn, new, indexing, now_millis()).await?;
+    txn.commit().await?;
+    Ok(document)
 }
 
 /// The grant request of a member, through `channel`.

@@ -35,7 +35,6 @@ impl TestServer {
         settings.listen_addr = "127.0.0.1:0".parse()?;
         settings.jwt_secret = SecretString::from(TEST_JWT_SECRET);
         settings.embedded_worker = false;
-        settings.max_body_bytes = 256 * 1024;
         tweak(&mut settings);
         let server = api::server::start(settings).await?;
         Ok(Self { server, http: reqwest::Client::new() })

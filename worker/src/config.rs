@@ -1,6 +1,92 @@
 //! The worker's settings: one typed struct, loaded once by the binary (or embedded in the
-//! API's settings under a `worker` key) and passed explicitly.
+//! API's settings under a `worker` key) and passed explicitly. Both binaries read the same
+//! environment spellings ([`environment`]).
+use figment::Figment;
+use figment::providers::Env;
+use secrecy::SecretString;
 use serde::Deserialize;
+
+pub use crate::knowledge::chunk::ChunkSettings;
+
+/// The environment variables every binary reads into its settings, over what the TOML file
+/// said: `KFS_WORKER_<FIELD>` into `[worker]`, `KFS_CHUNK_<FIELD>` into `[worker.chunk]`,
+/// `KFS_EMBEDDINGS_<FIELD>` into `[worker.embeddings]`, and `DATABASE_URL`.
+pub fn environment(figment: Figment) -> Figment {
+    figment
+        .merge(Env::prefixed("KFS_WORKER_").map(|key| format!("worker.{key}").into()))
+        .merge(Env::prefixed("KFS_CHUNK_").map(|key| format!("worker.chunk.{key}").into()))
+        .merge(Env::prefixed("KFS_EMBEDDINGS_").map(|key| format!("worker.embeddings.{key}").into()))
+        .merge(Env::raw().only(&["DATABASE_URL"]))
+}
+
+/// An OpenAI-compatible embeddings endpoint (`POST {base_url}/embeddings`: OpenAI, Ollama,
+/// vLLM, llama.cpp server, text-embeddings-inference). Off unless `base_url` and `model`
+/// are both set.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct EmbeddingSettings {
+    /// `KFS_EMBEDDINGS_BASE_URL`, e.g. `https://api.openai.com/v1`.
+    pub base_url: Option<String>,
+    /// `KFS_EMBEDDINGS_MODEL`, e.g. `text-embedding-3-small`.
+    pub model: Option<String>,
+    /// `KFS_EMBEDDINGS_API_KEY`: sent as a bearer token; never logged.
+    pub api_key: Option<SecretString>,
+    /// `KFS_EMBEDDINGS_BATCH_SIZE`: passages per request.
+    pub batch_size: usize,
+    /// `KFS_EMBEDDINGS_TIMEOUT_MS`: how long one backlog request may take.
+    pub timeout_ms: u64,
+    /// `KFS_EMBEDDINGS_QUERY_TIMEOUT_MS`: how long embedding a research query may take
+    /// before retrieval goes on with full text alone.
+    pub query_timeout_ms: u64,
+    /// `KFS_EMBEDDINGS_MAX_ATTEMPTS`: attempts of one document before it is `failed`.
+    pub max_attempts: i32,
+    /// `KFS_EMBEDDINGS_MAX_PASSAGES_PER_SPACE`: the most vectors one search compares
+    /// (scoring is in Rust: this bounds its time and memory per space).
+    pub max_passages_per_space: u64,
+}
+
+impl Default for EmbeddingSettings {
+    fn default() -> Self {
+        Self {
+            base_url: None,
+            model: None,
+            api_key: None,
+            batch_size: 64,
+            timeout_ms: 30_000,
+            query_timeout_ms: 5_000,
+            max_attempts: 12,
+            max_passages_per_space: 20_000,
+        }
+    }
+}
+
+/// The endpoint embeddings are made with, when configured.
+#[derive(Debug, Clone)]
+pub struct EmbeddingEndpoint {
+    /// The base URL, without a trailing slash.
+    pub base_url: String,
+    /// The model name, stored with every vector.
+    pub model: String,
+    /// The bearer token, if the endpoint wants one.
+    pub api_key: Option<SecretString>,
+}
+
+impl EmbeddingSettings {
+    /// The endpoint, `None` when embeddings are off, or why the settings are incomplete.
+    pub fn endpoint(&self) -> Result<Option<EmbeddingEndpoint>, String> {
+        let blank = |value: &Option<String>| value.as_deref().is_none_or(|value| value.trim().is_empty());
+        match (blank(&self.base_url), blank(&self.model)) {
+            (true, true) => Ok(None),
+            (false, true) => Err("KFS_EMBEDDINGS_BASE_URL is set but KFS_EMBEDDINGS_MODEL is not".to_owned()),
+            (true, false) => Err("KFS_EMBEDDINGS_MODEL is set but KFS_EMBEDDINGS_BASE_URL is not".to_owned()),
+            (false, false) => Ok(Some(EmbeddingEndpoint {
+                base_url: self.base_url.clone().unwrap_or_default().trim_end_matches('/').to_owned(),
+                model: self.model.clone().unwrap_or_default(),
+                api_key: self.api_key.clone(),
+            })),
+        }
+    }
+}
 
 /// Everything the lease loop, the outbox loop and the built-in engine may be tuned by.
 /// Every field has a default, so an empty `[worker]` section is a valid configuration.
@@ -38,6 +124,10 @@ pub struct WorkerSettings {
     pub pg_listen: bool,
     /// What the built-in engine charges, and its defaults.
     pub engine: EngineSettings,
+    /// How documents are split into passages (`KFS_CHUNK_*`).
+    pub chunk: ChunkSettings,
+    /// The embeddings endpoint, if any (`KFS_EMBEDDINGS_*`).
+    pub embeddings: EmbeddingSettings,
 }
 
 /// Prices and defaults of the built-in engine.
@@ -50,7 +140,7 @@ pub struct EngineSettings {
     pub output_usd_per_1k_tokens: f64,
     /// Evidence kept when a task names no `top_k`.
     pub default_top_k: usize,
-    /// Candidates fetched per sub-query from full-text search.
+    /// Candidates fetched per sub-query from each ranker.
     pub candidates_per_sub_query: u64,
 }
 
@@ -82,6 +172,8 @@ impl Default for WorkerSettings {
             shutdown_grace_ms: 10_000,
             pg_listen: true,
             engine: EngineSettings::default(),
+            chunk: ChunkSettings::default(),
+            embeddings: EmbeddingSettings::default(),
         }
     }
 }

@@ -1,16 +1,21 @@
 //! What a research stage does, apart from the queue machinery that runs it: the
-//! [`ResearchEngine`] interface and the built-in engine, which needs no network (planning
-//! by splitting the query, retrieval by the database's full-text search, extractive
+//! [`ResearchEngine`] interface and the built-in engine, which needs no language model (planning
+//! by splitting the query, retrieval of passages by full text or hybrid search, extractive
 //! answers with numbered citations).
 use std::collections::HashMap;
 
 use entity::{ResearchMode, research_task_job as job};
-use sea_orm::{DatabaseConnection, DbErr, FromQueryResult, Statement};
+use sea_orm::{DatabaseConnection, DbErr};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use unicode_segmentation::UnicodeSegmentation as _;
+
 use crate::config::EngineSettings;
+pub use crate::knowledge::retrieve::Retriever;
+pub use crate::knowledge::search::{Ranker, RankerHit, search_terms};
+use crate::knowledge::search::{Found, Scope};
 
 /// Re-exported so engines written elsewhere implement [`ResearchEngine`] with the same macro.
 pub use async_trait::async_trait;
@@ -49,20 +54,78 @@ pub struct Plan {
     pub sub_queries: Vec<String>,
 }
 
-/// One document found for one sub-query, or kept as evidence.
+/// One passage found for one sub-query, or kept as evidence: the JSON item of retrieval
+/// bundles, the evidence bundle and the answer trace's `evidence`. Its text is a copy, so
+/// the record of what research used survives an edit or removal of the document.
+/// Bundles written before passages existed lack the passage fields; they read as absent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Passage {
     /// The document.
     pub document_id: Uuid,
     /// Its title.
     pub title: String,
-    /// The part of its content that matched.
+    /// What to show for it: the passage's text.
     pub snippet: String,
-    /// Higher is better; comparable within one backend only.
+    /// Higher is better: the full-text score when full text is the only ranker, else the
+    /// fused reciprocal-rank score; comparable within one task only.
     pub score: f64,
+    /// The passage.
+    #[serde(default)]
+    pub passage_id: Option<Uuid>,
+    /// The passage's text, without markup.
+    #[serde(default)]
+    pub text: String,
+    /// Where it starts in the document's content, in Unicode code points.
+    #[serde(default)]
+    pub char_start: Option<i32>,
+    /// Where it ends (exclusive), in Unicode code points.
+    #[serde(default)]
+    pub char_end: Option<i32>,
+    /// The headings above it, outermost first.
+    #[serde(default)]
+    pub heading_path: Vec<String>,
+    /// The rankers that found it, each with its rank (1 is best) and own score.
+    #[serde(default)]
+    pub rankers: Vec<RankerHit>,
 }
 
-/// The documents retrieval found for one sub-query.
+impl From<Found> for Passage {
+    fn from(found: Found) -> Self {
+        Self {
+            document_id: found.document_id,
+            title: found.title,
+            snippet: found.text.clone(),
+            score: found.score,
+            passage_id: Some(found.passage_id),
+            text: found.text,
+            char_start: Some(found.char_start),
+            char_end: Some(found.char_end),
+            heading_path: found.heading_path,
+            rankers: found.rankers,
+        }
+    }
+}
+
+impl Passage {
+    /// What deduplicates evidence: the passage, or for bundles from before passages, the
+    /// document.
+    fn identity(&self) -> Uuid {
+        self.passage_id.unwrap_or(self.document_id)
+    }
+
+    /// Whether two passages of one document cover mostly the same characters (overlapping
+    /// windows of one long block).
+    fn overlaps(&self, other: &Passage) -> bool {
+        let (Some(a0), Some(a1), Some(b0), Some(b1)) = (self.char_start, self.char_end, other.char_start, other.char_end)
+        else {
+            return false;
+        };
+        let shared = (a1.min(b1) - a0.max(b0)).max(0);
+        self.document_id == other.document_id && shared * 2 > (a1 - a0).min(b1 - b0)
+    }
+}
+
+/// The passages retrieval found for one sub-query.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Retrieval {
     /// The sub-query.
@@ -137,16 +200,24 @@ impl Limits {
     }
 }
 
-/// The built-in engine: no network, deterministic, so a re-run recomputes the same output.
+/// The built-in engine: no language model, so a re-run over the same passages
+/// recomputes the same output. Retrieval is full text, or hybrid with an embeddings
+/// endpoint ([`BuiltinEngine::with_retriever`]).
 #[derive(Debug, Clone, Default)]
 pub struct BuiltinEngine {
     settings: EngineSettings,
+    retriever: Retriever,
 }
 
 impl BuiltinEngine {
-    /// An engine with these prices and defaults.
+    /// An engine with these prices and defaults, retrieving by full text.
     pub fn new(settings: EngineSettings) -> Self {
-        Self { settings }
+        Self { settings, retriever: Retriever::full_text() }
+    }
+
+    /// An engine that retrieves with `retriever`.
+    pub fn with_retriever(settings: EngineSettings, retriever: Retriever) -> Self {
+        Self { settings, retriever }
     }
 
     fn cost(&self, input: &str, output: &str) -> CostReport {
@@ -187,9 +258,11 @@ impl ResearchEngine for BuiltinEngine {
     async fn retrieve(&self, ctx: &StageContext<'_>, plan: &Plan) -> Result<Staged<Vec<Retrieval>>, EngineError> {
         let mut found = Vec::with_capacity(plan.sub_queries.len());
         let mut read = String::new();
+        let scope = Scope { tenant_id: &ctx.job.tenant_id, knowledge_space_id: ctx.job.knowledge_space_id };
         for sub_query in &plan.sub_queries {
-            let passages =
-                search(ctx.db, ctx.job.knowledge_space_id, sub_query, self.settings.candidates_per_sub_query).await?;
+            let hits =
+                self.retriever.search(ctx.db, scope, sub_query, self.settings.candidates_per_sub_query).await?;
+            let passages: Vec<Passage> = hits.into_iter().map(Passage::from).collect();
             for passage in &passages {
                 read.push_str(&passage.snippet);
             }
@@ -210,15 +283,24 @@ impl ResearchEngine for BuiltinEngine {
         }
         let mut best: HashMap<Uuid, Passage> = HashMap::new();
         for passage in found.iter().flat_map(|retrieval| &retrieval.passages) {
-            let keep = best.get(&passage.document_id).is_none_or(|kept| passage.score > kept.score);
+            let keep = best.get(&passage.identity()).is_none_or(|kept| passage.score > kept.score);
             if keep {
-                best.insert(passage.document_id, passage.clone());
+                best.insert(passage.identity(), passage.clone());
             }
         }
-        let mut evidence: Vec<Passage> = best.into_values().collect();
+        let mut ranked: Vec<Passage> = best.into_values().collect();
         // Ties broken by id so a re-run keeps exactly the same evidence.
-        evidence.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.document_id.cmp(&b.document_id)));
-        evidence.truncate(top_k);
+        ranked.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.identity().cmp(&b.identity())));
+        // A window that mostly repeats a better one adds nothing.
+        let mut evidence: Vec<Passage> = Vec::with_capacity(top_k);
+        for passage in ranked {
+            if evidence.len() == top_k {
+                break;
+            }
+            if !evidence.iter().any(|kept| kept.overlaps(&passage)) {
+                evidence.push(passage);
+            }
+        }
         let read: String = found.iter().flat_map(|r| &r.passages).map(|p| p.snippet.as_str()).collect();
         let kept: String = evidence.iter().map(|p| p.snippet.as_str()).collect();
         Ok(Staged { output: evidence, cost: self.cost(&read, &kept) })
@@ -231,7 +313,9 @@ impl ResearchEngine for BuiltinEngine {
             let cited: Vec<String> = evidence
                 .iter()
                 .enumerate()
-                .map(|(index, passage)| format!("{} [{}]", first_sentence(&passage.snippet), index + 1))
+                .map(|(index, passage)| {
+                    format!("{} [{}]", best_sentence(&passage.snippet, &search_terms(&ctx.job.query)), index + 1)
+                })
                 .collect();
             cited.join(" ")
         };
@@ -280,100 +364,21 @@ fn split_query(query: &str, count: usize) -> Vec<String> {
     parts
 }
 
-const STOP_WORDS: &[&str] = &[
-    "a", "an", "and", "are", "as", "at", "be", "by", "do", "does", "for", "from", "how", "in", "is", "it", "of", "on",
-    "or", "that", "the", "this", "to", "was", "what", "when", "where", "which", "who", "why", "with",
-];
-
-/// Lower-cased words of letters and digits, stop words dropped: safe to quote into an
-/// FTS5 MATCH or a websearch query whatever the user typed.
-pub fn search_terms(text: &str) -> Vec<String> {
-    let mut terms = Vec::new();
-    for word in text.split(|c: char| !c.is_alphanumeric()) {
-        let word = word.to_lowercase();
-        if !word.is_empty() && !STOP_WORDS.contains(&word.as_str()) && !terms.contains(&word) {
-            terms.push(word);
+/// The sentence of a passage that shares the most terms with the question (the first
+/// of equals), as the extractive answer's clause.
+fn best_sentence(text: &str, terms: &[String]) -> String {
+    let matches = |sentence: &str| {
+        let words = search_terms(sentence);
+        terms.iter().filter(|term| words.contains(term)).count()
+    };
+    let mut best = ("", 0);
+    for sentence in text.unicode_sentences() {
+        let count = matches(sentence);
+        if best.0.is_empty() || count > best.1 {
+            best = (sentence, count);
         }
     }
-    terms
-}
-
-#[derive(Debug, FromQueryResult)]
-struct Hit {
-    id: Uuid,
-    title: String,
-    content: String,
-    score: f64,
-}
-
-/// Ranks the space's documents for one sub-query with the backend's full-text search.
-pub async fn search(db: &DatabaseConnection, space_id: Uuid, query: &str, limit: u64) -> Result<Vec<Passage>, DbErr> {
-    let terms = search_terms(query);
-    if terms.is_empty() {
-        return Ok(Vec::new());
-    }
-    let backend = db.get_database_backend();
-    let statement = if crate::db::is_postgres(backend) {
-        // The expression must be exactly the one migration m0004 indexes with GIN.
-        Statement::from_sql_and_values(
-            backend,
-            r#"SELECT "id", "title", "content",
-                      ts_rank(to_tsvector('english'::regconfig, "title" || ' ' || "content"), q)::float8 AS "score"
-               FROM "knowledge_documents", websearch_to_tsquery('english', $2) AS q
-               WHERE "knowledge_space_id" = $1
-                 AND to_tsvector('english'::regconfig, "title" || ' ' || "content") @@ q
-               ORDER BY "score" DESC, "id"
-               LIMIT $3"#,
-            [space_id.into(), terms.join(" or ").into(), (limit as i64).into()],
-        )
-    } else {
-        let matched: Vec<String> = terms.iter().map(|term| format!("\"{term}\"")).collect();
-        Statement::from_sql_and_values(
-            backend,
-            r#"SELECT "document_id" AS "id", "title", "content", -bm25("knowledge_documents_fts") AS "score"
-               FROM "knowledge_documents_fts"
-               WHERE "knowledge_documents_fts" MATCH ? AND "knowledge_space_id" = ?
-               ORDER BY "score" DESC, "id"
-               LIMIT ?"#,
-            [matched.join(" OR ").into(), space_id.into(), (limit as i64).into()],
-        )
-    };
-    let hits = Hit::find_by_statement(statement).all(db).await?;
-    Ok(hits
-        .into_iter()
-        .map(|hit| Passage {
-            document_id: hit.id,
-            snippet: snippet(&hit.content, &terms),
-            title: hit.title,
-            score: hit.score,
-        })
-        .collect())
-}
-
-/// About 240 characters of `content` around the first matching term.
-fn snippet(content: &str, terms: &[String]) -> String {
-    const WIDTH: usize = 240;
-    let lower = content.to_lowercase();
-    let hit = terms.iter().filter_map(|term| lower.find(term.as_str())).min().unwrap_or(0);
-    // Byte offsets of the lower-cased text may differ from the original's; clamp to a
-    // character boundary of the original.
-    let mut start = hit.saturating_sub(WIDTH / 3).min(content.len());
-    while !content.is_char_boundary(start) {
-        start -= 1;
-    }
-    if let Some(space) = content[..start].rfind(['.', '\n'])
-        && start - space < WIDTH / 3
-    {
-        start = space + 1;
-    }
-    let text: String = content[start..].trim_start().chars().take(WIDTH).collect();
-    text.trim().to_owned()
-}
-
-/// The first sentence of a snippet (or all of it), as the extractive answer's clause.
-fn first_sentence(snippet: &str) -> String {
-    let end = snippet.find(['.', '!', '?']).map_or(snippet.len(), |at| at + 1);
-    snippet[..end].trim().trim_end_matches('.').to_owned()
+    best.0.trim().trim_end_matches('.').to_owned()
 }
 
 #[cfg(test)]
@@ -388,10 +393,5 @@ mod tests {
         assert_eq!(research[0], query);
         assert!(research.len() > 1 && research.len() <= 3);
         assert!(split_query(query, sub_query_count(ResearchMode::Deep)).len() > research.len());
-    }
-
-    #[test]
-    fn search_terms_drop_punctuation_that_would_break_a_match_expression() {
-        assert_eq!(search_terms("What is \"FTS5\" OR NEAR(x)?"), ["fts5", "near", "x"]);
     }
 }

@@ -6,6 +6,7 @@ pub mod db;
 pub mod engine;
 pub mod grant;
 pub mod journal;
+pub mod knowledge;
 pub mod lifecycle;
 pub mod listener;
 pub mod notify;

@@ -32,10 +32,7 @@ fn load(cli: &Cli) -> anyhow::Result<Loaded> {
     if let Some(path) = &cli.config {
         figment = figment.merge(Toml::file_exact(path));
     }
-    let figment = figment
-        .merge(Env::raw().only(&["DATABASE_URL"]))
-        .merge(Env::prefixed("KFS_").only(&["log_format"]))
-        .merge(Env::prefixed("KFS_WORKER_").map(|key| format!("worker.{key}").into()));
+    let figment = worker::config::environment(figment.merge(Env::prefixed("KFS_").only(&["log_format"])));
     let database_url: String = figment
         .extract_inner("database_url")
         .context("DATABASE_URL is required to run the worker alone (the API embeds it otherwise)")?;
@@ -58,6 +55,12 @@ async fn main() -> anyhow::Result<()> {
     let Loaded { database_url, settings, log_format } = load(&cli)?;
     worker::telemetry::init(log_format);
     let db = worker::db::connect_and_migrate(&database_url).await.context("connecting to the database")?;
+    let prepared = worker::knowledge::prepare(&db, &settings, entity::now_millis())
+        .await
+        .context("preparing the knowledge spaces' passages")?;
+    if prepared.split > 0 || prepared.reconciled > 0 {
+        tracing::info!(split = prepared.split, reconciled = prepared.reconciled, "documents indexed for the current settings");
+    }
     tracing::info!(worker.id = %settings.worker_id, "worker started");
 
     let shutdown = CancellationToken::new();

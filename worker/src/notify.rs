@@ -31,6 +31,8 @@ pub enum Signal {
     /// A queue message arrived: it names deliveries, not one task, and only tells the
     /// worker loops that work is due somewhere.
     WorkDue,
+    /// Documents were written that want embeddings: wakes the embedding loop.
+    EmbeddingsDue,
 }
 
 impl Signal {
@@ -39,6 +41,7 @@ impl Signal {
         match self {
             Self::Task(task) => task.work_available,
             Self::WorkDue => true,
+            Self::EmbeddingsDue => false,
         }
     }
 }
@@ -77,6 +80,12 @@ impl Notifier {
     /// Tells this process's worker loops that work is due (a queue message arrived).
     pub fn work_due(&self) {
         let _ = self.sender.send(Signal::WorkDue);
+    }
+
+    /// Tells this process's embedding loop that documents want embeddings (other
+    /// processes find them when they next poll).
+    pub fn embeddings_due(&self) {
+        let _ = self.sender.send(Signal::EmbeddingsDue);
     }
 }
 

@@ -1,5 +1,6 @@
-//! The worker loops: the lease loop (claim due jobs, run their pipelines) and the outbox
-//! loop (publish due deliveries). The API runs them in-process through [`spawn`]; the
+//! The worker loops: the lease loop (claim due jobs, run their pipelines), the outbox
+//! loop (publish due deliveries) and, with an embeddings endpoint, the embedding loop
+//! (work off the backlog of documents waiting for vectors). The API runs them in-process through [`spawn`]; the
 //! `worker` binary runs them alone. Each loop step is a public function returning a
 //! [`Step`], so tests drive the loops without sleeping.
 use std::sync::Arc;
@@ -13,7 +14,9 @@ pub use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use crate::config::WorkerSettings;
 use crate::db::is_postgres;
-use crate::engine::{BuiltinEngine, ResearchEngine};
+use crate::engine::{BuiltinEngine, ResearchEngine, Retriever};
+use crate::knowledge::backlog::{self, BacklogPolicy, Worked};
+use crate::knowledge::embeddings::Embedder;
 use crate::lifecycle::{self, LifecycleError};
 use crate::listener;
 use crate::notify::{Notifier, Signal};
@@ -27,6 +30,10 @@ pub enum Step {
     Claimed(usize),
     /// The outbox loop handled this many deliveries (published, retried or dead).
     Published(usize),
+    /// The embedding loop worked a document, embedding this many passages.
+    Embedded(usize),
+    /// The loop's remote endpoint is unavailable: wait this long (wake-ups do not help).
+    Backoff(Duration),
     /// Nothing was due.
     Idle,
 }
@@ -42,7 +49,12 @@ pub fn spawn(
     shutdown: CancellationToken,
     tracker: &TaskTracker,
 ) {
-    let engine: Arc<dyn ResearchEngine> = Arc::new(BuiltinEngine::new(settings.engine.clone()));
+    let retriever = Retriever::from_settings(&settings.embeddings).unwrap_or_else(|error| {
+        // `knowledge::prepare` refuses such settings at start; this is only a safety net.
+        tracing::error!(error = %error, "embeddings are misconfigured; retrieving by full text alone");
+        Retriever::full_text()
+    });
+    let engine: Arc<dyn ResearchEngine> = Arc::new(BuiltinEngine::with_retriever(settings.engine.clone(), retriever));
     spawn_with_engine(db, notifier, settings, engine, shutdown, tracker);
 }
 
@@ -77,9 +89,12 @@ pub fn spawn_with_engine(
     if settings.pg_listen {
         // Its signals reach the loops through `forward_signals`; after a gap, look once.
         let gap = wake.clone();
-        listener::spawn_postgres_listener(&db, notifier.clone(), move || gap.both(), shutdown.clone(), tracker);
+        listener::spawn_postgres_listener(&db, notifier.clone(), move || gap.all(), shutdown.clone(), tracker);
     }
     tracker.spawn(lease_loop(pipeline, wake.clone(), stop.clone(), jobs.clone()));
+    if let Some(embedder) = backlog_embedder(&settings) {
+        tracker.spawn(embedding_loop(db.clone(), embedder, settings.clone(), clock.clone(), wake.clone(), shutdown.clone()));
+    }
     tracker.spawn(outbox_loop(db, publisher, settings.clone(), clock, wake, shutdown.clone()));
     tracker.spawn(drain(jobs, stop, Duration::from_millis(settings.shutdown_grace_ms), shutdown));
 }
@@ -90,12 +105,14 @@ pub fn spawn_with_engine(
 struct Wakeups {
     lease: Arc<Notify>,
     outbox: Arc<Notify>,
+    embeddings: Arc<Notify>,
 }
 
 impl Wakeups {
-    fn both(&self) {
+    fn all(&self) {
         self.lease.notify_one();
         self.outbox.notify_one();
+        self.embeddings.notify_one();
     }
 }
 
@@ -222,6 +239,63 @@ async fn outbox_loop(
     repeat("dispatching the outbox", step, &wake.outbox, &shutdown, poll).await;
 }
 
+/// The embeddings client of the backlog loop, when an endpoint is configured.
+fn backlog_embedder(settings: &WorkerSettings) -> Option<Embedder> {
+    let endpoint = settings.embeddings.endpoint().ok()??;
+    let timeout = Duration::from_millis(settings.embeddings.timeout_ms.max(1));
+    match Embedder::new(endpoint, timeout) {
+        Ok(embedder) => Some(embedder),
+        Err(error) => {
+            tracing::error!(error = %error, "building the embeddings client failed; no embeddings are made");
+            None
+        }
+    }
+}
+
+/// The policy the backlog loop works by.
+pub fn backlog_policy(settings: &WorkerSettings) -> BacklogPolicy {
+    BacklogPolicy {
+        worker_id: settings.worker_id.clone(),
+        lock_ms: settings.lease_ms,
+        batch_size: settings.embeddings.batch_size.max(1),
+        max_attempts: settings.embeddings.max_attempts.max(1),
+        retry: settings.retry_policy(),
+    }
+}
+
+/// One embedding-loop step: works the document that has waited longest.
+pub async fn embedding_step(
+    db: &DatabaseConnection,
+    embedder: &Embedder,
+    policy: &BacklogPolicy,
+    stop: &CancellationToken,
+    clock: &Clock,
+) -> Result<Step, LifecycleError> {
+    Ok(match backlog::embed_due(db, embedder, policy, stop, || clock.now()).await? {
+        Worked::Idle => Step::Idle,
+        Worked::Document { embedded, .. } => Step::Embedded(embedded),
+        Worked::Unavailable { wait } => Step::Backoff(wait),
+    })
+}
+
+async fn embedding_loop(
+    db: DatabaseConnection,
+    embedder: Embedder,
+    settings: Arc<WorkerSettings>,
+    clock: Clock,
+    wake: Wakeups,
+    shutdown: CancellationToken,
+) {
+    let poll = Duration::from_millis(settings.poll_interval_ms.max(1));
+    let policy = backlog_policy(&settings);
+    let step = || {
+        let (db, embedder, policy, shutdown, clock) =
+            (db.clone(), embedder.clone(), policy.clone(), shutdown.clone(), clock.clone());
+        async move { embedding_step(&db, &embedder, &policy, &shutdown, &clock).await }
+    };
+    repeat("embedding passages", step, &wake.embeddings, &shutdown, poll).await;
+}
+
 /// Runs a loop's `step` until `stop`. A busy step goes round again at once (more may be
 /// due); otherwise the next waits for a wake-up or the poll, whichever comes first: the
 /// poll is the safety net that makes a lost wake-up a delay, never a stuck task. A failed
@@ -232,12 +306,13 @@ where
     Fut: Future<Output = Result<Step, LifecycleError>>,
 {
     loop {
-        let busy = match step().await {
-            Ok(Step::Claimed(_) | Step::Published(_)) => true,
-            Ok(Step::Idle) => false,
+        let (busy, backoff) = match step().await {
+            Ok(Step::Claimed(_) | Step::Published(_) | Step::Embedded(_)) => (true, None),
+            Ok(Step::Backoff(wait)) => (false, Some(wait)),
+            Ok(Step::Idle) => (false, None),
             Err(error) => {
                 tracing::error!(error = %error, "{what} failed");
-                false
+                (false, None)
             }
         };
         // Stopping first, so a stream of wake-ups cannot keep a stopping worker going.
@@ -245,8 +320,9 @@ where
             biased;
             () = stop.cancelled() => break,
             () = std::future::ready(()), if busy => {}
-            () = wake.notified() => {}
-            () = tokio::time::sleep(poll) => {}
+            () = tokio::time::sleep(backoff.unwrap_or_default()), if backoff.is_some() => {}
+            () = wake.notified(), if backoff.is_none() => {}
+            () = tokio::time::sleep(poll), if backoff.is_none() => {}
         }
     }
 }
@@ -263,10 +339,14 @@ async fn forward_signals(
             biased;
             () = shutdown.cancelled() => break,
             received = signals.recv() => match received {
-                Ok(signal) if signal.announces_work() => wake.both(),
+                Ok(Signal::EmbeddingsDue) => wake.embeddings.notify_one(),
+                Ok(signal) if signal.announces_work() => {
+                    wake.lease.notify_one();
+                    wake.outbox.notify_one();
+                }
                 Ok(_) => {}
                 // Missed signals may have announced work: look once, to be safe.
-                Err(RecvError::Lagged(_)) => wake.both(),
+                Err(RecvError::Lagged(_)) => wake.all(),
                 Err(RecvError::Closed) => break,
             },
         }

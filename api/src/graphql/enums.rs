@@ -1,7 +1,7 @@
 //! GraphQL enums, in GraphQL style, mapped one to one from the entity enums (which carry
 //! no GraphQL derives).
 use async_graphql::Enum;
-use entity::{AccessChannel, MemberRole, ProgressEventType, ResearchMode, Stage};
+use entity::{AccessChannel, IndexingStatus, MediaType, MemberRole, ProgressEventType, ResearchMode, Stage};
 
 /// Where a research task stands.
 #[derive(Enum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,6 +85,32 @@ pub enum GqlRole {
     Viewer,
 }
 
+/// What a document's content is written in; it decides how the document is split into
+/// passages.
+#[derive(Enum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[graphql(name = "DocumentMediaType")]
+pub enum GqlMediaType {
+    /// `text/plain`: paragraphs separated by blank lines.
+    #[default]
+    TextPlain,
+    /// `text/markdown` (CommonMark): split at headings, paragraphs, list items, code blocks.
+    TextMarkdown,
+    /// `text/html`: split at block elements; scripts and styles are not text.
+    TextHtml,
+}
+
+/// Whether a document's passages are ready for every ranker.
+#[derive(Enum, Debug, Clone, Copy, PartialEq, Eq)]
+#[graphql(name = "DocumentIndexingStatus")]
+pub enum GqlIndexingStatus {
+    /// Waiting for its embeddings; full-text search finds it already.
+    Pending,
+    /// Every passage has what each configured ranker needs.
+    Ready,
+    /// Embedding gave up (`indexingError` says why); full-text search still finds it.
+    Failed,
+}
+
 /// Declares the two conversions between a GraphQL enum and its entity enum.
 macro_rules! mirror {
     ($gql:ident, $domain:ident, [$($variant:ident),+ $(,)?]) => {
@@ -106,3 +132,5 @@ mirror!(GqlMode, ResearchMode, [Auto, Fast, Research, Deep]);
 mirror!(GqlChannel, AccessChannel, [Interactive, ServiceApi, Mcp, Agent]);
 mirror!(GqlEventType, ProgressEventType, [Started, StageChanged, Paused, Resumed, Canceled, Failed]);
 mirror!(GqlRole, MemberRole, [Owner, Editor, Viewer]);
+mirror!(GqlMediaType, MediaType, [TextPlain, TextMarkdown, TextHtml]);
+mirror!(GqlIndexingStatus, IndexingStatus, [Pending, Ready, Failed]);

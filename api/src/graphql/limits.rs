@@ -16,8 +16,8 @@ pub const MAX_QUERY_CHARS: usize = 4_000;
 pub const MAX_NAME_CHARS: usize = 255;
 /// The longest document title, in characters.
 pub const MAX_TITLE_CHARS: usize = 512;
-/// The largest document content, in bytes.
-pub const MAX_CONTENT_BYTES: usize = 200 * 1024;
+/// The longest document source URI, in characters.
+pub const MAX_SOURCE_URI_CHARS: usize = 2_048;
 /// The largest `limits` or `metadata` object, serialized, in bytes.
 pub const MAX_JSON_BYTES: usize = 16 * 1024;
 /// The deepest nesting of arrays and objects in a `limits` or `metadata` object.
@@ -55,15 +55,29 @@ pub fn text(field: &str, value: &str, max: usize) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Document content: not blank, at most `MAX_CONTENT_BYTES` bytes.
-pub fn content(value: &str) -> Result<(), ApiError> {
+/// Document content: not blank, at most `max_bytes` bytes of UTF-8 (`KFS_MAX_CONTENT_BYTES`).
+pub fn content(value: &str, max_bytes: usize) -> Result<(), ApiError> {
     if value.trim().is_empty() {
         return Err(ApiError::bad_input("content must not be empty"));
     }
-    if value.len() > MAX_CONTENT_BYTES {
-        return Err(ApiError::bad_input(format!("content must be at most {MAX_CONTENT_BYTES} bytes")));
+    if value.len() > max_bytes {
+        return Err(ApiError::bad_input(format!(
+            "content is {} bytes; at most {max_bytes} are accepted",
+            value.len()
+        )));
     }
     Ok(())
+}
+
+/// An optional source URI: at most `MAX_SOURCE_URI_CHARS`; blank means none.
+pub fn source_uri(value: Option<String>) -> Result<Option<String>, ApiError> {
+    match value {
+        Some(uri) if uri.trim().is_empty() => Ok(None),
+        Some(uri) if uri.chars().count() > MAX_SOURCE_URI_CHARS => {
+            Err(ApiError::bad_input(format!("sourceUri must be at most {MAX_SOURCE_URI_CHARS} characters")))
+        }
+        other => Ok(other),
+    }
 }
 
 /// An optional JSON argument that must be an object of at most `MAX_JSON_BYTES`; absent

@@ -40,7 +40,7 @@ pub async fn graphql_post(State(endpoint): State<GraphqlEndpoint>, headers: Head
         let body = json!({ "errors": [{ "message": "POST bodies must be application/json", "extensions": { "code": "BAD_USER_INPUT" } }] });
         return media.respond(StatusCode::UNSUPPORTED_MEDIA_TYPE, &body);
     }
-    let limit = endpoint.state.settings.max_body_bytes;
+    let limit = endpoint.state.settings.body_limit();
     let Ok(bytes) = to_bytes(body, limit).await else {
         let message = format!("request body is larger than {limit} bytes");
         let body = json!({ "errors": [{ "message": message, "extensions": { "code": "BAD_USER_INPUT" } }] });

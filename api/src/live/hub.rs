@@ -41,7 +41,7 @@ impl LiveHub {
                     () = shutdown.cancelled() => return,
                     received = signals.recv() => match received {
                         Ok(Signal::Task(signal)) => dispatcher.wake(Some(signal.task_id)),
-                        Ok(Signal::WorkDue) => {}
+                        Ok(Signal::WorkDue | Signal::EmbeddingsDue) => {}
                         // Missed signals: wake everyone; each topic reads after its cursor.
                         Err(RecvError::Lagged(_)) => dispatcher.wake(None),
                         Err(RecvError::Closed) => return,

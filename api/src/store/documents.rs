@@ -1,11 +1,17 @@
-//! `knowledge_documents`: what research retrieves from. Inserting is enough to index a
-//! document: the full-text index follows the table (a generated tsvector on PostgreSQL,
-//! triggers into FTS5 on SQLite).
-use entity::{knowledge_document as document, now_millis};
+//! `knowledge_documents`: what research retrieves from. Every write re-splits the
+//! document into passages in the same transaction (`worker::knowledge::index`), so search
+//! never sees a document without its passages or with another revision's; evidence
+//! already written keeps its own copy of the text.
+use entity::{MediaType, knowledge_document as document, knowledge_passage as passage};
 use sea_orm::{
-    ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
+    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseBackend, DbErr, EntityTrait,
+    IntoActiveModel, QueryFilter, QueryOrder, QuerySelect, sea_query::LockType,
 };
+use serde_json::Value;
 use uuid::Uuid;
+use worker::knowledge::index::{Indexing, initial_status, write_passages};
+
+use super::{PageKey, before};
 
 /// What a new document needs.
 #[derive(Debug, Clone)]
@@ -18,13 +24,38 @@ pub struct NewDocument {
     pub title: String,
     /// The full text.
     pub content: String,
+    /// What the content is written in.
+    pub media_type: MediaType,
+    /// Where it came from.
+    pub source_uri: Option<String>,
+    /// The author's own data, a JSON object.
+    pub metadata: Value,
     /// The subject adding it.
     pub created_by: String,
 }
 
-/// Inserts the document.
-pub async fn add<C: ConnectionTrait>(conn: &C, new: NewDocument) -> Result<document::Model, DbErr> {
-    let now = now_millis();
+/// The fields an edit may change; `None` keeps the current value.
+#[derive(Debug, Clone, Default)]
+pub struct DocumentChanges {
+    /// A new title.
+    pub title: Option<String>,
+    /// New content.
+    pub content: Option<String>,
+    /// A new format.
+    pub media_type: Option<MediaType>,
+    /// A new source; `Some(None)` clears it.
+    pub source_uri: Option<Option<String>>,
+    /// New metadata.
+    pub metadata: Option<Value>,
+}
+
+/// Inserts the document and its passages.
+pub async fn add<C: ConnectionTrait>(
+    conn: &C,
+    new: NewDocument,
+    indexing: Indexing,
+    now: i64,
+) -> Result<document::Model, DbErr> {
     let row = document::ActiveModel {
         id: Set(Uuid::now_v7()),
         tenant_id: Set(new.tenant_id),
@@ -34,22 +65,122 @@ pub async fn add<C: ConnectionTrait>(conn: &C, new: NewDocument) -> Result<docum
         created_by: Set(new.created_by),
         created_at: Set(now),
         updated_at: Set(now),
+        media_type: Set(new.media_type),
+        source_uri: Set(new.source_uri),
+        metadata: Set(new.metadata),
+        revision: Set(1),
+        indexed_revision: Set(None),
+        indexing_status: Set(initial_status(indexing.embeddings_on)),
+        indexing_error: Set(None),
+        indexing_attempts: Set(0),
+        indexing_available_at: Set(Some(now)),
+        indexing_lock_token: Set(None),
+        indexing_locked_by: Set(None),
+        indexing_locked_until: Set(None),
+        updated_by: Set(None),
     };
-    document::Entity::insert(row).exec_with_returning(conn).await
+    let inserted = document::Entity::insert(row).exec_with_returning(conn).await?;
+    write_passages(conn, &inserted, &indexing.chunk, now).await?;
+    Ok(document::Model { indexed_revision: Some(inserted.revision), ..inserted })
 }
 
-/// The newest documents of a space, at most `limit`.
-pub async fn list_for_space<C: ConnectionTrait>(
+/// Applies `changes` as a new revision and re-splits the document. The embedding state
+/// starts over, and its lock is cleared, which fences out an embedding run of the old
+/// revision.
+pub async fn update<C: ConnectionTrait>(
+    conn: &C,
+    current: document::Model,
+    changes: DocumentChanges,
+    editor: &str,
+    indexing: Indexing,
+    now: i64,
+) -> Result<document::Model, DbErr> {
+    let revision = current.revision + 1;
+    let mut row = current.into_active_model();
+    if let Some(title) = changes.title {
+        row.title = Set(title);
+    }
+    if let Some(content) = changes.content {
+        row.content = Set(content);
+    }
+    if let Some(media_type) = changes.media_type {
+        row.media_type = Set(media_type);
+    }
+    if let Some(source_uri) = changes.source_uri {
+        row.source_uri = Set(source_uri);
+    }
+    if let Some(metadata) = changes.metadata {
+        row.metadata = Set(metadata);
+    }
+    row.revision = Set(revision);
+    row.updated_at = Set(now);
+    row.updated_by = Set(Some(editor.to_owned()));
+    row.indexing_status = Set(initial_status(indexing.embeddings_on));
+    row.indexing_error = Set(None);
+    row.indexing_attempts = Set(0);
+    row.indexing_available_at = Set(Some(now));
+    row.indexing_lock_token = Set(None);
+    row.indexing_locked_by = Set(None);
+    row.indexing_locked_until = Set(None);
+    let updated = row.update(conn).await?;
+    write_passages(conn, &updated, &indexing.chunk, now).await?;
+    Ok(document::Model { indexed_revision: Some(revision), ..updated })
+}
+
+/// Deletes the document; its passages and their embeddings go with it (by cascade).
+pub async fn remove<C: ConnectionTrait>(conn: &C, document: document::Model) -> Result<(), DbErr> {
+    document::Entity::delete_by_id(document.id).exec(conn).await.map(|_| ())
+}
+
+/// The document with this id in this tenant.
+pub async fn find<C: ConnectionTrait>(conn: &C, tenant_id: &str, id: Uuid) -> Result<Option<document::Model>, DbErr> {
+    document::Entity::find_by_id(id).filter(document::Column::TenantId.eq(tenant_id)).one(conn).await
+}
+
+/// [`find`], locking the row until the transaction ends, so two edits of one document
+/// apply one after the other (SQLite write transactions hold the one write lock already).
+pub async fn lock<C: ConnectionTrait>(txn: &C, tenant_id: &str, id: Uuid) -> Result<Option<document::Model>, DbErr> {
+    let mut query = document::Entity::find_by_id(id).filter(document::Column::TenantId.eq(tenant_id));
+    if txn.get_database_backend() == DatabaseBackend::Postgres {
+        query = query.lock(LockType::Update);
+    }
+    query.one(txn).await
+}
+
+/// One page of a space's documents, newest first.
+pub async fn page<C: ConnectionTrait>(
     conn: &C,
     tenant_id: &str,
     knowledge_space_id: Uuid,
+    after: Option<PageKey>,
     limit: u64,
 ) -> Result<Vec<document::Model>, DbErr> {
-    document::Entity::find()
+    let mut query = document::Entity::find()
         .filter(document::Column::TenantId.eq(tenant_id))
-        .filter(document::Column::KnowledgeSpaceId.eq(knowledge_space_id))
+        .filter(document::Column::KnowledgeSpaceId.eq(knowledge_space_id));
+    if let Some(key) = after {
+        query = query.filter(before(document::Column::CreatedAt, document::Column::Id, key));
+    }
+    query
         .order_by_desc(document::Column::CreatedAt)
         .order_by_desc(document::Column::Id)
+        .limit(limit)
+        .all(conn)
+        .await
+}
+
+/// Up to `limit` passages of a document after the one numbered `after` (-1 for the
+/// first), in order.
+pub async fn passages<C: ConnectionTrait>(
+    conn: &C,
+    document_id: Uuid,
+    after: i32,
+    limit: u64,
+) -> Result<Vec<passage::Model>, DbErr> {
+    passage::Entity::find()
+        .filter(passage::Column::DocumentId.eq(document_id))
+        .filter(passage::Column::Ordinal.gt(after))
+        .order_by_asc(passage::Column::Ordinal)
         .limit(limit)
         .all(conn)
         .await

@@ -3,6 +3,7 @@
 
 mod channel;
 mod clock;
+mod document;
 mod event_type;
 mod mode;
 mod outbox_status;
@@ -11,6 +12,7 @@ mod stage;
 
 pub use channel::AccessChannel;
 pub use clock::{Clock, now_millis};
+pub use document::{IndexingStatus, MediaType};
 pub use event_type::ProgressEventType;
 pub use mode::ResearchMode;
 pub use outbox_status::OutboxStatus;

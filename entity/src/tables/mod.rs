@@ -4,6 +4,8 @@
 pub mod answer_trace;
 pub mod api_key;
 pub mod knowledge_document;
+pub mod knowledge_passage;
+pub mod knowledge_passage_embedding;
 pub mod knowledge_space;
 pub mod member;
 pub mod permission_snapshot;

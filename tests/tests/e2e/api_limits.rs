@@ -25,7 +25,15 @@ async fn every_limit_is_answered_with_its_code(db: TestDb) -> anyhow::Result<()>
     let tasks = "query($s: UUID!, $first: Int, $after: String) { researchTasks(knowledgeSpaceId: $s, first: $first, after: $after) { edges { cursor } } }";
     let spaces = "query($first: Int) { knowledgeSpaces(first: $first) { edges { cursor } } }";
     let events = "query($id: UUID!, $a: Int, $f: Int) { researchTask(id: $id) { progressEvents(afterSequence: $a, first: $f) { id } } }";
-    let document = "mutation($t: String!, $c: String!, $s: UUID!) { addKnowledgeDocument(input: {knowledgeSpaceId: $s, title: $t, content: $c}) { id } }";
+    let document = "mutation($t: String!, $c: String!, $s: UUID!, $u: String, $m: JSON) { addKnowledgeDocument(input: \
+        {knowledgeSpaceId: $s, title: $t, content: $c, sourceUri: $u, metadata: $m}) { id } }";
+    let passages = "query($s: UUID!, $f: Int, $a: Int) { knowledgeSpace(id: $s) { documents { passages(first: $f, afterOrdinal: $a) { id } } } }";
+    let documents_page = "query($s: UUID!, $f: Int, $a: String) { knowledgeSpace(id: $s) { documentsConnection(first: $f, after: $a) { edges { cursor } } } }";
+    let update = "mutation($id: UUID!, $input: UpdateKnowledgeDocumentInput!) { updateKnowledgeDocument(id: $id, input: $input) { id } }";
+    let document_id = api
+        .data(Some(&token), document, json!({ "s": space, "t": "t", "c": "c" }))
+        .await?["addKnowledgeDocument"]["id"]
+        .clone();
     let too_complex = "query($s: UUID!) { researchTasks(knowledgeSpaceId: $s, first: 100) { edges { node { \
         progressEvents(first: 100) { id payload } partialResults(first: 100) { id } } } } }";
     let cases: Vec<(&str, &str, Value, &str)> = vec![
@@ -51,11 +59,22 @@ async fn every_limit_is_answered_with_its_code(db: TestDb) -> anyhow::Result<()>
         ("empty space name", CREATE_SPACE, json!({ "name": "" }), "BAD_USER_INPUT"),
         ("long title", document, json!({ "s": space, "t": "t".repeat(513), "c": "c" }), "BAD_USER_INPUT"),
         (
-            "content over 200 KB",
+            "content over 5 MiB",
             document,
-            json!({ "s": space, "t": "t", "c": "c".repeat(200 * 1024 + 1) }),
+            json!({ "s": space, "t": "t", "c": "c".repeat(5 * 1024 * 1024 + 1) }),
             "BAD_USER_INPUT",
         ),
+        ("blank content", document, json!({ "s": space, "t": "t", "c": " \n " }), "BAD_USER_INPUT"),
+        ("long source URI", document, json!({ "s": space, "t": "t", "c": "c", "u": "u".repeat(2049) }), "BAD_USER_INPUT"),
+        ("document metadata not an object", document, json!({ "s": space, "t": "t", "c": "c", "m": [1] }), "BAD_USER_INPUT"),
+        ("unknown media type", "mutation($s: UUID!) { addKnowledgeDocument(input: {knowledgeSpaceId: $s, title: \"t\", content: \"c\", mediaType: TEXT_PDF}) { id } }", json!({ "s": space }), "BAD_USER_INPUT"),
+        ("passages first over 100", passages, json!({ "s": space, "f": 101 }), "BAD_USER_INPUT"),
+        ("negative afterOrdinal", passages, json!({ "s": space, "a": -1 }), "BAD_USER_INPUT"),
+        ("documents page over 100", documents_page, json!({ "s": space, "f": 101 }), "BAD_USER_INPUT"),
+        ("a foreign documents cursor", documents_page, json!({ "s": space, "a": "nope" }), "BAD_USER_INPUT"),
+        ("an update that changes nothing", update, json!({ "id": document_id, "input": {} }), "BAD_USER_INPUT"),
+        ("an update to blank content", update, json!({ "id": document_id, "input": { "content": "" } }), "BAD_USER_INPUT"),
+        ("an update over 5 MiB", update, json!({ "id": document_id, "input": { "content": "é".repeat(2 * 1024 * 1024 + 512 * 1024 + 1) } }), "BAD_USER_INPUT"),
         (
             "key expiring in the past",
             CREATE_KEY,

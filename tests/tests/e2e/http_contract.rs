@@ -74,7 +74,7 @@ async fn graphql_http_audit_reports_no_error_and_no_warning(db: TestDb) -> anyho
 }
 
 async fn a_body_over_the_limit_is_refused_with_a_graphql_error(db: TestDb) -> anyhow::Result<()> {
-    let server = TestServer::start(&db.url, false).await?;
+    let server = TestServer::start_with(&db.url, |settings| settings.max_body_bytes = Some(256 * 1024)).await?;
     let padding = "x".repeat(300 * 1024);
     let response = server
         .http

@@ -22,6 +22,7 @@ mod hostile_inputs;
 mod hostile_outage;
 mod hostile_sockets;
 mod http_contract;
+mod knowledge_documents;
 mod live_postgres_restart;
 mod live_protocol;
 mod live_replay;
@@ -50,6 +51,7 @@ fn main() -> ExitCode {
         hostile_outage::tests(),
         hostile_sockets::tests(),
         http_contract::tests(),
+        knowledge_documents::tests(),
         live_postgres_restart::tests(),
         live_protocol::tests(),
         live_replay::tests(),

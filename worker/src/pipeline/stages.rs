@@ -91,20 +91,19 @@ pub(super) async fn run(
     }
 }
 
-/// The evidence as the answer trace stores it: each passage with its citation number.
+/// The evidence as the answer trace stores it: each passage (every key of the evidence
+/// bundle's items) with its citation number.
 fn cited(answer: &Answer) -> Value {
     let rows: Vec<Value> = answer
         .evidence
         .iter()
         .enumerate()
         .map(|(index, passage)| {
-            json!({
-                "citation": index + 1,
-                "document_id": passage.document_id,
-                "title": passage.title,
-                "snippet": passage.snippet,
-                "score": passage.score,
-            })
+            let mut item = serde_json::to_value(passage).unwrap_or_else(|_| json!({}));
+            if let Value::Object(fields) = &mut item {
+                fields.insert("citation".to_owned(), json!(index + 1));
+            }
+            item
         })
         .collect();
     Value::Array(rows)

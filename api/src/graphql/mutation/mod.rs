@@ -1,5 +1,6 @@
 //! The Mutation root, merged from one object per concern so each file stays small.
 
+mod documents;
 mod keys;
 mod spaces;
 mod tasks;
@@ -9,4 +10,9 @@ use async_graphql::MergedObject;
 /// Writes.
 #[derive(MergedObject, Default)]
 #[graphql(name = "Mutation")]
-pub struct MutationRoot(spaces::SpaceMutation, keys::KeyMutation, tasks::TaskMutation);
+pub struct MutationRoot(
+    spaces::SpaceMutation,
+    documents::DocumentMutation,
+    keys::KeyMutation,
+    tasks::TaskMutation,
+);

@@ -1,4 +1,4 @@
-//! Mutations on spaces, their members and their documents.
+//! Mutations on spaces and their members.
 use async_graphql::{Context, Object};
 use entity::MemberRole;
 use uuid::Uuid;
@@ -7,14 +7,13 @@ use worker::db::begin_write;
 use crate::error::{ApiError, IntoGql};
 use crate::graphql::access::require_role;
 use crate::graphql::context::{principal, state};
-use crate::graphql::limits::{self, MAX_NAME_CHARS, MAX_TITLE_CHARS};
+use crate::graphql::limits::{self, MAX_NAME_CHARS};
 use crate::graphql::types::{
-    AddKnowledgeDocumentInput, AddKnowledgeSpaceMemberInput, CreateKnowledgeSpaceInput, KnowledgeDocument,
-    KnowledgeSpace, KnowledgeSpaceMember,
+    AddKnowledgeSpaceMemberInput, CreateKnowledgeSpaceInput, KnowledgeSpace, KnowledgeSpaceMember,
 };
-use crate::store::{documents, members, spaces};
+use crate::store::{members, spaces};
 
-/// Space, member and document mutations.
+/// Space and member mutations.
 #[derive(Default)]
 pub struct SpaceMutation;
 
@@ -92,32 +91,6 @@ impl SpaceMutation {
             // The member's grants just died: followed tasks re-check now.
             state(ctx)?.live.recheck_grants();
             Ok(true)
-        };
-        run.await.gql()
-    }
-
-    /// Adds a document research can retrieve. Editors and owners.
-    async fn add_knowledge_document(
-        &self,
-        ctx: &Context<'_>,
-        input: AddKnowledgeDocumentInput,
-    ) -> async_graphql::Result<KnowledgeDocument> {
-        let run = async {
-            let (caller, db) = (principal(ctx)?, &state(ctx)?.db);
-            limits::text("title", &input.title, MAX_TITLE_CHARS)?;
-            limits::content(&input.content)?;
-            require_role(db, caller, input.knowledge_space_id, MemberRole::can_write_documents).await?;
-            let new = documents::NewDocument {
-                tenant_id: caller.tenant_id.clone(),
-                knowledge_space_id: input.knowledge_space_id,
-                title: input.title,
-                content: input.content,
-                created_by: caller.subject_id.clone(),
-            };
-            let txn = begin_write(db).await?;
-            let document = documents::add(&txn, new).await?;
-            txn.commit().await?;
-            Ok(KnowledgeDocument(document))
         };
         run.await.gql()
     }

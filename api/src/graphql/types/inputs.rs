@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::graphql::enums::{GqlMode, GqlRole};
+use crate::graphql::enums::{GqlMediaType, GqlMode, GqlRole};
 
 /// A new knowledge space; the caller becomes its owner.
 #[derive(InputObject)]
@@ -43,8 +43,32 @@ pub struct AddKnowledgeDocumentInput {
     pub knowledge_space_id: Uuid,
     /// At most 512 characters.
     pub title: String,
-    /// At most 200 KB.
+    /// The text, at most 5 MB of UTF-8 by default (`KFS_MAX_CONTENT_BYTES`). Passage
+    /// character ranges index it in Unicode code points.
     pub content: String,
+    /// What `content` is written in.
+    #[graphql(default)]
+    pub media_type: GqlMediaType,
+    /// Where the document came from (a URL or any reference), at most 2048 characters.
+    pub source_uri: Option<String>,
+    /// Your own data, a JSON object of at most 16 KB.
+    pub metadata: Option<Json<Value>>,
+}
+
+/// Changes to a document; omitted fields keep their value. Any change makes a new revision
+/// and re-splits the document into passages in the same transaction.
+#[derive(InputObject)]
+pub struct UpdateKnowledgeDocumentInput {
+    /// A new title, at most 512 characters.
+    pub title: Option<String>,
+    /// New content, within the same limit as when adding.
+    pub content: Option<String>,
+    /// A new format.
+    pub media_type: Option<GqlMediaType>,
+    /// A new source; an empty string clears it.
+    pub source_uri: Option<String>,
+    /// New metadata, replacing the old.
+    pub metadata: Option<Json<Value>>,
 }
 
 /// A research task to start.

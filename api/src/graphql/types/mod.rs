@@ -1,6 +1,7 @@
 //! GraphQL object and input types, each mapped from an entity model it wraps.
 
 mod api_key;
+mod document;
 mod inputs;
 mod journal;
 mod space;
@@ -11,10 +12,11 @@ mod viewer;
 pub use api_key::{ApiKey, CreatedApiKey};
 pub use inputs::{
     AddKnowledgeDocumentInput, AddKnowledgeSpaceMemberInput, CreateApiKeyInput, CreateKnowledgeSpaceInput,
-    CreateResearchTaskInput,
+    CreateResearchTaskInput, UpdateKnowledgeDocumentInput,
 };
 pub use journal::{ResearchTaskPartialResult, ResearchTaskProgressEvent};
-pub use space::{KnowledgeDocument, KnowledgeSpace, KnowledgeSpaceMember};
+pub use document::KnowledgeDocument;
+pub use space::{KnowledgeSpace, KnowledgeSpaceMember};
 pub use task::ResearchTask;
 pub use trace::AnswerTrace;
 pub use viewer::Viewer;

@@ -1,15 +1,17 @@
-//! `KnowledgeSpace`, its members and its documents.
+//! `KnowledgeSpace` and its members; its documents are in `document.rs`.
+use async_graphql::connection::Connection;
 use async_graphql::{Context, Object};
 use chrono::{DateTime, Utc};
 use entity::{MemberRole, knowledge_document as document, knowledge_space as space, member};
 use uuid::Uuid;
 
-use super::{ApiKey, datetime};
+use super::{ApiKey, KnowledgeDocument, datetime};
 use crate::error::{ApiError, IntoGql};
 use crate::graphql::context::state;
 use crate::graphql::enums::GqlRole;
 use crate::graphql::limits::{DEFAULT_PAGE, MAX_PAGE, page_size};
-use crate::store::{api_keys, documents, members};
+use crate::graphql::relay::{self, PageArgs};
+use crate::store::{PageKey, api_keys, documents, members};
 
 /// A knowledge space as one caller sees it: `viewer_role` is that caller's role (none for
 /// an API key), and owner-only fields answer `FORBIDDEN` to everyone else.
@@ -73,14 +75,33 @@ impl KnowledgeSpace {
         run.await.gql()
     }
 
-    /// The newest documents, at most `first` (default 20, maximum 100).
+    /// The newest documents, at most `first` (default 20, maximum 100). For more, page
+    /// through `documentsConnection`.
     #[graphql(complexity = "first.unwrap_or(DEFAULT_PAGE).clamp(0, MAX_PAGE) as usize * child_complexity")]
     async fn documents(&self, ctx: &Context<'_>, first: Option<i32>) -> async_graphql::Result<Vec<KnowledgeDocument>> {
         let run = async {
             let size = page_size(first, DEFAULT_PAGE)?;
             let db = &state(ctx)?.db;
-            let rows = documents::list_for_space(db, &self.space.tenant_id, self.space.id, size).await?;
+            let rows = documents::page(db, &self.space.tenant_id, self.space.id, None, size).await?;
             Ok::<_, ApiError>(rows.into_iter().map(KnowledgeDocument).collect())
+        };
+        run.await.gql()
+    }
+
+    /// Every document, newest first, a page at a time (`first` default 20, maximum 100).
+    #[graphql(complexity = "first.unwrap_or(DEFAULT_PAGE).clamp(0, MAX_PAGE) as usize * child_complexity")]
+    async fn documents_connection(
+        &self,
+        ctx: &Context<'_>,
+        first: Option<i32>,
+        after: Option<String>,
+    ) -> async_graphql::Result<Connection<String, KnowledgeDocument>> {
+        let run = async {
+            let args = PageArgs::parse(first, after)?;
+            let db = &state(ctx)?.db;
+            let rows = documents::page(db, &self.space.tenant_id, self.space.id, args.after, args.fetch()).await?;
+            let key = |row: &document::Model| PageKey { at: row.created_at, id: row.id };
+            Ok::<_, ApiError>(relay::build(&args, rows, false, key, KnowledgeDocument))
         };
         run.await.gql()
     }
@@ -113,32 +134,5 @@ impl KnowledgeSpaceMember {
     }
     async fn updated_at(&self) -> DateTime<Utc> {
         datetime(self.0.updated_at)
-    }
-}
-
-/// A document research retrieves from.
-pub struct KnowledgeDocument(pub document::Model);
-
-/// A document research retrieves from.
-#[Object]
-impl KnowledgeDocument {
-    async fn id(&self) -> Uuid {
-        self.0.id
-    }
-    async fn knowledge_space_id(&self) -> Uuid {
-        self.0.knowledge_space_id
-    }
-    async fn title(&self) -> &str {
-        &self.0.title
-    }
-    async fn content(&self) -> &str {
-        &self.0.content
-    }
-    /// The subject who added it.
-    async fn created_by(&self) -> &str {
-        &self.0.created_by
-    }
-    async fn created_at(&self) -> DateTime<Utc> {
-        datetime(self.0.created_at)
     }
 }

@@ -1,0 +1,154 @@
+//! Mutations on documents. Each write re-splits the document into passages in its own
+//! transaction, so research never retrieves a document without its passages or with
+//! another revision's.
+use async_graphql::{Context, Object};
+use entity::MemberRole;
+use uuid::Uuid;
+use worker::db::begin_write;
+use worker::knowledge::index::Indexing;
+
+use crate::auth::Principal;
+use crate::error::{ApiError, IntoGql};
+use crate::graphql::access::require_role;
+use crate::graphql::context::{principal, state};
+use crate::graphql::limits::{self, MAX_TITLE_CHARS};
+use crate::graphql::types::{AddKnowledgeDocumentInput, KnowledgeDocument, UpdateKnowledgeDocumentInput};
+use crate::state::AppState;
+use crate::store::documents::{self, DocumentChanges, NewDocument};
+
+/// Document mutations. Editors and owners write; viewers and API keys are `FORBIDDEN`;
+/// a document in a space the caller cannot see is `NOT_FOUND`, as a missing id is.
+#[derive(Default)]
+pub struct DocumentMutation;
+
+#[Object]
+impl DocumentMutation {
+    /// Adds a document research can retrieve. Editors and owners.
+    async fn add_knowledge_document(
+        &self,
+        ctx: &Context<'_>,
+        input: AddKnowledgeDocumentInput,
+    ) -> async_graphql::Result<KnowledgeDocument> {
+        let run = async {
+            let (caller, app) = (principal(ctx)?, state(ctx)?);
+            limits::text("title", &input.title, MAX_TITLE_CHARS)?;
+            limits::content(&input.content, app.settings.max_content_bytes)?;
+            let source_uri = limits::source_uri(input.source_uri)?;
+            let metadata = limits::json_object("metadata", input.metadata)?;
+            require_role(&app.db, caller, input.knowledge_space_id, MemberRole::can_write_documents).await?;
+            let new = NewDocument {
+                tenant_id: caller.tenant_id.clone(),
+                knowledge_space_id: input.knowledge_space_id,
+                title: input.title,
+                content: input.content,
+                media_type: input.media_type.into(),
+                source_uri,
+                metadata,
+                created_by: caller.subject_id.clone(),
+            };
+            let txn = begin_write(&app.db).await?;
+            let document = documents::add(&txn, new, indexing(app), entity::now_millis()).await?;
+            txn.commit().await?;
+            app.notifier.embeddings_due();
+            Ok(KnowledgeDocument(document))
+        };
+        run.await.gql()
+    }
+
+    /// Changes a document, as a new revision split anew into passages. With
+    /// `expectedRevision`, answers `CONFLICT` if someone changed it since. Evidence already
+    /// written keeps the text it was given. Editors and owners.
+    async fn update_knowledge_document(
+        &self,
+        ctx: &Context<'_>,
+        id: Uuid,
+        input: UpdateKnowledgeDocumentInput,
+        expected_revision: Option<i32>,
+    ) -> async_graphql::Result<KnowledgeDocument> {
+        let run = async {
+            let (caller, app) = (principal(ctx)?, state(ctx)?);
+            let changes = changes(input, app.settings.max_content_bytes)?;
+            let txn = begin_write(&app.db).await?;
+            let current = writable(&txn, caller, id).await?;
+            if expected_revision.is_some_and(|expected| expected != current.revision) {
+                return Err(ApiError::conflict(format!(
+                    "the document is at revision {}, not {}",
+                    current.revision,
+                    expected_revision.unwrap_or_default()
+                )));
+            }
+            let updated =
+                documents::update(&txn, current, changes, &caller.subject_id, indexing(app), entity::now_millis())
+                    .await?;
+            txn.commit().await?;
+            app.notifier.embeddings_due();
+            Ok(KnowledgeDocument(updated))
+        };
+        run.await.gql()
+    }
+
+    /// Removes a document and its passages; research no longer retrieves it, while
+    /// evidence already written keeps its text. Returns the removed id. Editors and owners.
+    async fn remove_knowledge_document(&self, ctx: &Context<'_>, id: Uuid) -> async_graphql::Result<Uuid> {
+        let run = async {
+            let (caller, app) = (principal(ctx)?, state(ctx)?);
+            let txn = begin_write(&app.db).await?;
+            let current = writable(&txn, caller, id).await?;
+            documents::remove(&txn, current).await?;
+            txn.commit().await?;
+            Ok(id)
+        };
+        run.await.gql()
+    }
+}
+
+/// How this server indexes what it writes.
+fn indexing(app: &AppState) -> Indexing {
+    Indexing::from_settings(&app.settings.worker)
+}
+
+/// The document, locked, if the caller may change it: `NOT_FOUND` when it does not exist
+/// or its space is not visible to the caller, `FORBIDDEN` when the caller only reads.
+async fn writable(
+    txn: &sea_orm::DatabaseTransaction,
+    caller: &Principal,
+    id: Uuid,
+) -> Result<entity::knowledge_document::Model, ApiError> {
+    let document = documents::lock(txn, &caller.tenant_id, id).await?.ok_or(ApiError::NotFound)?;
+    require_role(txn, caller, document.knowledge_space_id, MemberRole::can_write_documents).await?;
+    Ok(document)
+}
+
+/// The input's changes, each checked as when adding; nothing to change is bad input.
+fn changes(input: UpdateKnowledgeDocumentInput, max_content_bytes: usize) -> Result<DocumentChanges, ApiError> {
+    if let Some(title) = &input.title {
+        limits::text("title", title, MAX_TITLE_CHARS)?;
+    }
+    if let Some(content) = &input.content {
+        limits::content(content, max_content_bytes)?;
+    }
+    let source_uri = match input.source_uri {
+        None => None,
+        given => Some(limits::source_uri(given)?),
+    };
+    let metadata = match input.metadata {
+        None => None,
+        given => Some(limits::json_object("metadata", given)?),
+    };
+    let changes = DocumentChanges {
+        title: input.title,
+        content: input.content,
+        media_type: input.media_type.map(Into::into),
+        source_uri,
+        metadata,
+    };
+    let nothing = changes.title.is_none()
+        && changes.content.is_none()
+        && changes.media_type.is_none()
+        && changes.source_uri.is_none()
+        && changes.metadata.is_none();
+    if nothing {
+        return Err(ApiError::bad_input("input must change at least one field"));
+    }
+    Ok(changes)
+}

@@ -1,0 +1,284 @@
+//! Splitting a document into passages that respect its structure. Each format's parser
+//! (`plain.rs`, `markdown.rs`, `html.rs`) turns the content into [`Block`]s: paragraphs,
+//! list items, code blocks, table cells, headings, each with its text, where it sits in the
+//! source and the headings above it. Packing then merges small consecutive blocks under
+//! the same headings up to the target size, and splits a block that is too long at
+//! sentence boundaries into windows that overlap. A passage's character range indexes the
+//! stored `content` in Unicode code points, half-open: for whole blocks it spans their
+//! markup; for a window of a long block it spans the window's own text.
+mod html;
+mod markdown;
+mod plain;
+
+use std::ops::Range;
+
+use entity::MediaType;
+use serde::Deserialize;
+use unicode_segmentation::UnicodeSegmentation as _;
+
+use crate::engine::estimate_tokens;
+
+/// How big passages are (`KFS_CHUNK_TARGET_TOKENS`, `KFS_CHUNK_OVERLAP_TOKENS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct ChunkSettings {
+    /// The size a passage grows to, in estimated tokens (about four characters each).
+    pub target_tokens: usize,
+    /// How much consecutive windows of one long block share, in estimated tokens.
+    pub overlap_tokens: usize,
+}
+
+impl Default for ChunkSettings {
+    fn default() -> Self {
+        Self { target_tokens: 200, overlap_tokens: 40 }
+    }
+}
+
+impl ChunkSettings {
+    /// The settings, or why they cannot work.
+    pub fn validated(self) -> Result<Self, String> {
+        if self.target_tokens < 16 {
+            return Err(format!("chunk target_tokens must be at least 16, not {}", self.target_tokens));
+        }
+        if self.overlap_tokens * 2 > self.target_tokens {
+            return Err(format!(
+                "chunk overlap_tokens ({}) must be at most half of target_tokens ({})",
+                self.overlap_tokens, self.target_tokens
+            ));
+        }
+        Ok(self)
+    }
+}
+
+/// One passage of a document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chunk {
+    /// 0, 1, 2… in document order.
+    pub ordinal: i32,
+    /// Where it starts in the content, in Unicode code points.
+    pub char_start: usize,
+    /// Where it ends (exclusive), in Unicode code points.
+    pub char_end: usize,
+    /// The headings above it, outermost first.
+    pub heading_path: Vec<String>,
+    /// Its text, whitespace collapsed (markup removed for HTML and Markdown).
+    pub text: String,
+    /// Its size in estimated tokens.
+    pub tokens: usize,
+}
+
+/// A piece of a block's text and the part of the source it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Segment {
+    /// Byte range in the block's text.
+    text: Range<usize>,
+    /// Byte range in the source.
+    source: Range<usize>,
+}
+
+/// A unit of a document's structure, as a parser found it.
+#[derive(Debug, Clone, Default)]
+struct Block {
+    /// Its byte range in the source, markup included.
+    source: Range<usize>,
+    /// Its text.
+    text: String,
+    /// Where each piece of `text` came from, in order.
+    segments: Vec<Segment>,
+    /// The headings above it.
+    headings: Vec<String>,
+    /// Whether it is a heading (which names what follows instead of being a passage).
+    heading: Option<usize>,
+}
+
+impl Block {
+    /// Appends `text` that came from `source`.
+    fn push(&mut self, text: &str, source: Range<usize>) {
+        let start = self.text.len();
+        self.text.push_str(text);
+        self.segments.push(Segment { text: start..self.text.len(), source });
+    }
+
+    /// The source byte range of a byte range of the text: exact where the text is a copy
+    /// of the source, the enclosing piece's bounds where it is not (a decoded entity), and
+    /// the nearest piece's bound for text the parser added between pieces (a space).
+    fn source_of(&self, text: Range<usize>) -> Range<usize> {
+        let linear = |segment: &Segment| segment.text.len() == segment.source.len();
+        // Segments are in text order: binary searches keep long blocks of many pieces
+        // (a paragraph full of inline markup) linear overall.
+        let first = self.segments.partition_point(|segment| segment.text.end <= text.start);
+        let start = match self.segments.get(first) {
+            Some(segment) if linear(segment) && text.start >= segment.text.start => {
+                segment.source.start + (text.start - segment.text.start)
+            }
+            Some(segment) => segment.source.start,
+            None => self.source.start,
+        };
+        let after_last = self.segments.partition_point(|segment| segment.text.start < text.end);
+        let end = match after_last.checked_sub(1).and_then(|last| self.segments.get(last)) {
+            Some(segment) if linear(segment) && text.end <= segment.text.end => {
+                segment.source.start + (text.end - segment.text.start)
+            }
+            Some(segment) => segment.source.end,
+            None => self.source.end,
+        };
+        start..end.max(start)
+    }
+}
+
+/// Splits `content` into passages.
+pub fn chunk(content: &str, media: MediaType, settings: &ChunkSettings) -> Vec<Chunk> {
+    let blocks = match media {
+        MediaType::TextPlain => plain::blocks(content),
+        MediaType::TextMarkdown => markdown::blocks(content),
+        MediaType::TextHtml => html::blocks(content),
+    };
+    let mut packed = Vec::new();
+    pack(&blocks, settings, &mut packed);
+    let mut chars = CharIndex::new(content);
+    packed
+        .into_iter()
+        .enumerate()
+        .map(|(ordinal, (source, headings, text))| {
+            let text = collapse_whitespace(&text);
+            Chunk {
+                ordinal: i32::try_from(ordinal).unwrap_or(i32::MAX),
+                char_start: chars.of(source.start),
+                char_end: chars.of(source.end),
+                heading_path: headings,
+                tokens: usize::try_from(estimate_tokens(&text)).unwrap_or(0),
+                text,
+            }
+        })
+        .filter(|chunk| !chunk.text.is_empty())
+        .collect()
+}
+
+/// Merges small blocks under the same headings and splits large ones, into (source byte
+/// range, headings, raw text) triples in document order.
+fn pack(blocks: &[Block], settings: &ChunkSettings, out: &mut Vec<(Range<usize>, Vec<String>, String)>) {
+    let mut current: Option<(Range<usize>, Vec<String>, String)> = None;
+    let flush = |current: &mut Option<(Range<usize>, Vec<String>, String)>, out: &mut Vec<_>| {
+        if let Some(passage) = current.take() {
+            out.push(passage);
+        }
+    };
+    for block in blocks.iter().filter(|block| block.heading.is_none() && !block.text.trim().is_empty()) {
+        let tokens = token_count(&block.text);
+        if tokens > settings.target_tokens {
+            flush(&mut current, out);
+            for window in windows(&block.text, settings) {
+                out.push((block.source_of(window.clone()), block.headings.clone(), block.text[window].to_owned()));
+            }
+            continue;
+        }
+        match &mut current {
+            Some((source, headings, text))
+                if *headings == block.headings && token_count(text) + tokens <= settings.target_tokens =>
+            {
+                source.end = block.source.end;
+                text.push_str("\n\n");
+                text.push_str(&block.text);
+            }
+            _ => {
+                flush(&mut current, out);
+                current = Some((block.source.clone(), block.headings.clone(), block.text.clone()));
+            }
+        }
+    }
+    flush(&mut current, out);
+}
+
+/// Windows of about `target_tokens` over a long text, at sentence boundaries, each
+/// starting with the last sentences (up to `overlap_tokens`) of the one before. A sentence
+/// longer than a window is cut between words.
+fn windows(text: &str, settings: &ChunkSettings) -> Vec<Range<usize>> {
+    let mut pieces: Vec<Range<usize>> = Vec::new();
+    for (start, sentence) in text.split_sentence_bound_indices() {
+        if token_count(sentence) <= settings.target_tokens {
+            pieces.push(start..start + sentence.len());
+        } else {
+            pieces.extend(cut(sentence, settings.target_tokens).into_iter().map(|piece| start + piece.start..start + piece.end));
+        }
+    }
+    let mut windows = Vec::new();
+    let mut first = 0;
+    while first < pieces.len() {
+        let mut last = first;
+        let mut tokens = token_count(&text[pieces[first].clone()]);
+        while last + 1 < pieces.len() && tokens + token_count(&text[pieces[last + 1].clone()]) <= settings.target_tokens {
+            last += 1;
+            tokens += token_count(&text[pieces[last].clone()]);
+        }
+        windows.push(pieces[first].start..pieces[last].end);
+        if last + 1 >= pieces.len() {
+            break;
+        }
+        // The next window starts as far back as the overlap allows, but always moves on.
+        let mut next = last + 1;
+        let mut shared = 0;
+        while next > first + 1 && shared + token_count(&text[pieces[next - 1].clone()]) <= settings.overlap_tokens {
+            next -= 1;
+            shared += token_count(&text[pieces[next].clone()]);
+        }
+        first = next;
+    }
+    windows
+}
+
+/// Pieces of at most `target_tokens` of one over-long sentence, cut after whitespace.
+fn cut(sentence: &str, target_tokens: usize) -> Vec<Range<usize>> {
+    let most = target_tokens.saturating_mul(4).max(1);
+    let mut pieces = Vec::new();
+    let mut start = 0;
+    while start < sentence.len() {
+        let mut end = sentence.len();
+        if sentence[start..].chars().count() > most {
+            let limit = sentence[start..].char_indices().nth(most).map_or(sentence.len(), |(at, _)| start + at);
+            end = sentence[start..limit].rfind(char::is_whitespace).map(|at| start + at + 1).filter(|&at| at > start).unwrap_or(limit);
+        }
+        pieces.push(start..end);
+        start = end;
+    }
+    pieces
+}
+
+fn token_count(text: &str) -> usize {
+    usize::try_from(estimate_tokens(text)).unwrap_or(usize::MAX)
+}
+
+/// Runs of whitespace as one space, trimmed.
+fn collapse_whitespace(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Byte offsets of one text as character offsets, for offsets asked in (mostly) rising
+/// order: one walk over the text instead of a count from the start for each.
+struct CharIndex<'a> {
+    text: &'a str,
+    byte: usize,
+    chars: usize,
+}
+
+impl<'a> CharIndex<'a> {
+    fn new(text: &'a str) -> Self {
+        Self { text, byte: 0, chars: 0 }
+    }
+
+    fn of(&mut self, byte: usize) -> usize {
+        let mut byte = byte.min(self.text.len());
+        while !self.text.is_char_boundary(byte) {
+            byte -= 1;
+        }
+        if byte < self.byte {
+            self.byte = 0;
+            self.chars = 0;
+        }
+        self.chars += self.text[self.byte..byte].chars().count();
+        self.byte = byte;
+        self.chars
+    }
+}
+
+#[cfg(test)]
+mod tests;

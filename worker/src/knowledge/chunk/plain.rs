@@ -1,0 +1,34 @@
+//! Plain text: paragraphs are runs of lines between blank lines, and a paragraph's text is
+//! exactly its slice of the source.
+use super::Block;
+
+/// The paragraphs of `content`.
+pub(super) fn blocks(content: &str) -> Vec<Block> {
+    let mut blocks = Vec::new();
+    let mut start: Option<usize> = None;
+    let mut end = 0;
+    let mut at = 0;
+    for line in content.split_inclusive('\n') {
+        let trimmed = line.trim();
+        if trimmed.is_empty() {
+            if let Some(from) = start.take() {
+                blocks.push(paragraph(content, from, end));
+            }
+        } else {
+            let leading = line.len() - line.trim_start().len();
+            start.get_or_insert(at + leading);
+            end = at + line.trim_end().len();
+        }
+        at += line.len();
+    }
+    if let Some(from) = start {
+        blocks.push(paragraph(content, from, end));
+    }
+    blocks
+}
+
+fn paragraph(content: &str, start: usize, end: usize) -> Block {
+    let mut block = Block { source: start..end, ..Block::default() };
+    block.push(&content[start..end], start..end);
+    block
+}

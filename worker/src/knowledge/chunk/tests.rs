@@ -1,0 +1,167 @@
+//! Splitting, by format: structure kept, sizes bounded, and every range pointing back at
+//! exactly the part of the content its passage came from.
+use super::*;
+
+fn settings(target: usize, overlap: usize) -> ChunkSettings {
+    ChunkSettings { target_tokens: target, overlap_tokens: overlap }
+}
+
+/// The content a chunk's range selects.
+fn slice(content: &str, chunk: &Chunk) -> String {
+    content.chars().skip(chunk.char_start).take(chunk.char_end - chunk.char_start).collect()
+}
+
+/// Whether every word of the chunk's text appears, in order, in its range of the content.
+fn words_in_order(content: &str, chunk: &Chunk) -> bool {
+    let source = slice(content, chunk);
+    let mut rest = source.as_str();
+    chunk.text.split_whitespace().all(|word| match rest.find(word) {
+        Some(at) => {
+            rest = &rest[at + word.len()..];
+            true
+        }
+        None => false,
+    })
+}
+
+/// A paragraph of about `tokens` estimated tokens about `topic`.
+fn paragraph(topic: &str, tokens: usize) -> String {
+    let mut text = format!("{topic} begins here");
+    while estimate_tokens(&text) < tokens as i64 {
+        text.push_str(" and goes on");
+    }
+    text.push('.');
+    text
+}
+
+#[test]
+fn plain_text_paragraphs_map_back_exactly() {
+    // Each paragraph is too big to merge with the next (2 x 40 > 60), small enough to stay whole.
+    let (one, two, three) = (paragraph("First", 40), paragraph("Second", 40), paragraph("Third", 40));
+    let two_lines = two.replacen(" and ", "\nand ", 1);
+    let content = format!("{one}\n\n{two_lines}\n\n\n  {three}  \n");
+    let chunks = chunk(&content, MediaType::TextPlain, &settings(60, 0));
+    let texts: Vec<&str> = chunks.iter().map(|chunk| chunk.text.as_str()).collect();
+    assert_eq!(texts, [one.as_str(), two.as_str(), three.as_str()]);
+    assert_eq!(slice(&content, &chunks[0]), one);
+    assert_eq!(slice(&content, &chunks[1]), two_lines);
+    assert_eq!(slice(&content, &chunks[2]), three);
+    assert_eq!(chunks.iter().map(|chunk| chunk.ordinal).collect::<Vec<_>>(), [0, 1, 2]);
+}
+
+#[test]
+fn small_paragraphs_merge_up_to_the_target() {
+    let content = "One.\n\nTwo.\n\nThree.";
+    let chunks = chunk(content, MediaType::TextPlain, &settings(200, 40));
+    assert_eq!(chunks.len(), 1);
+    assert_eq!(chunks[0].text, "One. Two. Three.");
+    assert_eq!(slice(content, &chunks[0]), content);
+}
+
+#[test]
+fn markdown_headings_become_the_heading_path_and_are_not_passages() {
+    let content = "# Tides\n\nIntro about the sea.\n\n## Causes\n\nThe **moon** pulls.\n\n- a list item\n- another one\n\n### Detail\n\nDeep text.\n\n## Effects\n\nFloods.\n";
+    let chunks = chunk(content, MediaType::TextMarkdown, &settings(200, 0));
+    let found: Vec<(Vec<&str>, &str)> =
+        chunks.iter().map(|chunk| (chunk.heading_path.iter().map(String::as_str).collect(), chunk.text.as_str())).collect();
+    assert_eq!(
+        found,
+        vec![
+            (vec!["Tides"], "Intro about the sea."),
+            (vec!["Tides", "Causes"], "The moon pulls. a list item another one"),
+            (vec!["Tides", "Causes", "Detail"], "Deep text."),
+            (vec!["Tides", "Effects"], "Floods."),
+        ]
+    );
+    for chunk in &chunks {
+        assert!(words_in_order(content, chunk), "{chunk:?} in {:?}", slice(content, chunk));
+    }
+    assert_eq!(slice(content, &chunks[3]), "Floods.");
+}
+
+#[test]
+fn markdown_code_blocks_and_tables_are_blocks() {
+    let content = "Intro.\n\n```rust\nfn main() {}\n```\n\n| a | b |\n|---|---|\n| 1 | 2 |\n";
+    let chunks = chunk(content, MediaType::TextMarkdown, &settings(2_000, 0));
+    assert_eq!(chunks.len(), 1);
+    assert!(chunks[0].text.contains("fn main() {}") && chunks[0].text.contains("1 | 2"), "{:?}", chunks[0].text);
+}
+
+#[test]
+fn html_blocks_span_their_markup_and_skip_scripts() {
+    let content = "<html><head><title>T</title><style>p { color: red }</style></head><body>\
+        <h1>Bees</h1><p>Bees make <b>honey</b> &amp; wax.</p><script>var x = '<p>not text</p>';</script>\
+        <ul><li>Workers</li><li>Drones</ul><div>Loose text in a div</div><h2>Hives</h2><p>Boxes</body></html>";
+    // Small blocks under one heading merge; the merged range runs from the first block's
+    // start tag to the last one's end.
+    let chunks = chunk(content, MediaType::TextHtml, &settings(200, 0));
+    let texts: Vec<&str> = chunks.iter().map(|chunk| chunk.text.as_str()).collect();
+    assert_eq!(texts, ["Bees make honey & wax. Workers Drones Loose text in a div", "Boxes"]);
+    let first = slice(content, &chunks[0]);
+    assert!(first.starts_with("<p>Bees make <b>honey</b> &amp; wax.</p>") && first.ends_with("Loose text in a div"), "{first:?}");
+    assert_eq!(chunks[0].heading_path, ["Bees"]);
+    assert_eq!(chunks[1].heading_path, ["Bees", "Hives"]);
+    // Unmerged, each block's range is its own markup.
+    let apart = chunk(content, MediaType::TextHtml, &settings(6, 0));
+    let ranges: Vec<String> = apart.iter().map(|chunk| slice(content, chunk)).collect();
+    assert_eq!(ranges[0], "<p>Bees make <b>honey</b> &amp; wax.</p>");
+    assert_eq!(ranges[1], "<li>Workers</li><li>Drones");
+    assert_eq!(ranges[2], "Loose text in a div");
+    assert!(texts.iter().all(|text| !text.contains("not text") && !text.contains("color")));
+}
+
+#[test]
+fn a_long_paragraph_is_split_at_sentences_with_overlap_and_exact_ranges() {
+    let sentences: Vec<String> = (0..40).map(|n| format!("Sentence number {n} says something about tides.")).collect();
+    let content = sentences.join(" ");
+    let chunks = chunk(&content, MediaType::TextPlain, &settings(60, 15));
+    assert!(chunks.len() > 3, "{}", chunks.len());
+    for chunk in &chunks {
+        assert!(chunk.tokens <= 60 + 15, "{chunk:?}");
+        assert_eq!(slice(&content, chunk).split_whitespace().collect::<Vec<_>>().join(" "), chunk.text);
+    }
+    // Consecutive windows share their edge sentences, and together cover everything.
+    for pair in chunks.windows(2) {
+        assert!(pair[1].char_start < pair[0].char_end, "no overlap between {pair:?}");
+        assert!(pair[1].char_start > pair[0].char_start);
+    }
+    assert_eq!(chunks.first().map(|chunk| chunk.char_start), Some(0));
+    assert_eq!(chunks.last().map(|chunk| chunk.char_end), Some(content.chars().count()));
+}
+
+#[test]
+fn a_sentence_longer_than_a_passage_is_cut_between_words() {
+    let content = "word ".repeat(2_000);
+    let chunks = chunk(&content, MediaType::TextPlain, &settings(50, 0));
+    assert!(chunks.len() >= 40, "{}", chunks.len());
+    assert!(chunks.iter().all(|chunk| chunk.tokens <= 51 && chunk.text.split(' ').all(|word| word == "word")));
+}
+
+#[test]
+fn unicode_ranges_count_code_points() {
+    let content = "Ünïcödé — 日本語のテキスト。\n\nSecond: café ☕ and emoji 🎉.";
+    let chunks = chunk(content, MediaType::TextPlain, &settings(10, 0));
+    assert_eq!(chunks.len(), 2);
+    assert_eq!(slice(content, &chunks[0]), "Ünïcödé — 日本語のテキスト。");
+    assert_eq!(slice(content, &chunks[1]), "Second: café ☕ and emoji 🎉.");
+    assert_eq!(chunks[1].char_end, content.chars().count());
+}
+
+#[test]
+fn empty_and_tiny_documents() {
+    for media in [MediaType::TextPlain, MediaType::TextMarkdown, MediaType::TextHtml] {
+        assert!(chunk("", media, &ChunkSettings::default()).is_empty());
+        assert!(chunk("   \n\n  ", media, &ChunkSettings::default()).is_empty());
+        let tiny = chunk("x", media, &ChunkSettings::default());
+        assert_eq!(tiny.len(), 1, "{media:?}");
+        assert_eq!((tiny[0].text.as_str(), tiny[0].char_start, tiny[0].char_end), ("x", 0, 1));
+    }
+    assert!(chunk("<div><script>x</script></div>", MediaType::TextHtml, &ChunkSettings::default()).is_empty());
+}
+
+#[test]
+fn settings_refuse_an_overlap_that_would_not_advance() {
+    assert!(settings(100, 60).validated().is_err());
+    assert!(settings(8, 0).validated().is_err());
+    assert!(ChunkSettings::default().validated().is_ok());
+}

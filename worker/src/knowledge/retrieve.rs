@@ -1,0 +1,68 @@
+//! Hybrid retrieval for one query: full-text search always; with an embeddings endpoint,
+//! vector search too, fused by reciprocal rank. When the endpoint cannot embed the query
+//! (down, slow, malformed), retrieval carries on with full text alone.
+use std::time::Duration;
+
+use sea_orm::{DatabaseConnection, DbErr};
+
+use super::embeddings::Embedder;
+use super::search::{self, Found, Scope};
+use crate::config::EmbeddingSettings;
+
+/// Retrieves a space's passages for research.
+#[derive(Debug, Clone, Default)]
+pub struct Retriever {
+    /// The query embedder, when embeddings are configured.
+    embedder: Option<Embedder>,
+    /// The most stored vectors one search compares.
+    max_compared: u64,
+}
+
+impl Retriever {
+    /// Full-text search only.
+    pub fn full_text() -> Self {
+        Self::default()
+    }
+
+    /// What the settings configure: hybrid when an endpoint is set. Query embeddings get
+    /// `query_timeout_ms`, so a slow endpoint delays retrieval by at most that.
+    pub fn from_settings(settings: &EmbeddingSettings) -> Result<Self, String> {
+        let Some(endpoint) = settings.endpoint()? else {
+            return Ok(Self::full_text());
+        };
+        let embedder = Embedder::new(endpoint, Duration::from_millis(settings.query_timeout_ms.max(1)))
+            .map_err(|error| format!("building the embeddings client: {error}"))?;
+        Ok(Self { embedder: Some(embedder), max_compared: settings.max_passages_per_space })
+    }
+
+    /// Whether vectors take part.
+    pub fn is_hybrid(&self) -> bool {
+        self.embedder.is_some()
+    }
+
+    /// The best `limit` passages for `query` in the scope, best first.
+    pub async fn search(
+        &self,
+        db: &DatabaseConnection,
+        scope: Scope<'_>,
+        query: &str,
+        limit: u64,
+    ) -> Result<Vec<Found>, DbErr> {
+        let terms = search::search_terms(query);
+        let text = search::full_text(db, scope, &terms, limit).await?;
+        let Some(embedder) = &self.embedder else {
+            return Ok(text);
+        };
+        let query_vector = match embedder.embed(&[query.to_owned()]).await {
+            Ok(mut vectors) => vectors.pop().unwrap_or_default(),
+            Err(error) => {
+                tracing::warn!(error = %error, "embedding the query failed; retrieving by full text alone");
+                return Ok(text);
+            }
+        };
+        let similar = search::vector(db, scope, embedder.model(), &query_vector, limit, self.max_compared).await?;
+        let mut fused = search::fuse(vec![text, similar]);
+        fused.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+        Ok(fused)
+    }
+}
