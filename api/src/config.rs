@@ -114,9 +114,7 @@ impl Settings {
             .merge(Toml::file(file))
             .merge(Env::prefixed("KFS_"));
         // The same spellings the standalone worker reads: KFS_WORKER_LEASE_MS and so on.
-        worker::config::environment(figment)
-            .extract()
-            .map_err(Box::new)
+        worker::config::environment(figment).extract().map_err(Box::new)
     }
 
     /// The largest request body accepted: `max_body_bytes` when set, else room for the

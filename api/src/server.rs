@@ -134,7 +134,11 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
         .await
         .context("preparing the knowledge spaces' passages")?;
     if prepared.split > 0 || prepared.reconciled > 0 {
-        tracing::info!(split = prepared.split, reconciled = prepared.reconciled, "documents indexed for the current settings");
+        tracing::info!(
+            split = prepared.split,
+            reconciled = prepared.reconciled,
+            "documents indexed for the current settings"
+        );
     }
     let listener =
         TcpListener::bind(settings.listen_addr).await.with_context(|| format!("binding {}", settings.listen_addr))?;

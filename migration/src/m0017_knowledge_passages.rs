@@ -21,7 +21,10 @@ const SQLITE_DOCUMENT_COLUMNS: &[(&str, &str)] = &[
          CHECK (\"media_type\" IN ('text/plain', 'text/markdown', 'text/html'))",
     ),
     ("source_uri", "TEXT"),
-    ("metadata", "TEXT NOT NULL DEFAULT '{}' CONSTRAINT \"knowledge_documents_metadata_ck\" CHECK (json_valid(\"metadata\"))"),
+    (
+        "metadata",
+        "TEXT NOT NULL DEFAULT '{}' CONSTRAINT \"knowledge_documents_metadata_ck\" CHECK (json_valid(\"metadata\"))",
+    ),
     ("revision", "INTEGER NOT NULL DEFAULT 1"),
     ("indexed_revision", "INTEGER"),
     (
@@ -55,8 +58,22 @@ impl MigrationTrait for Migration {
                 manager.get_connection().execute_unprepared(&statement).await?;
             }
         }
-        manager.create_index(index("knowledge_documents_scope_id_uq", documents, &["tenant_id", "knowledge_space_id", "id"], true)).await?;
-        manager.create_index(index("knowledge_documents_indexing_idx", documents, &["indexing_status", "indexing_available_at", "id"], false)).await?;
+        manager
+            .create_index(index(
+                "knowledge_documents_scope_id_uq",
+                documents,
+                &["tenant_id", "knowledge_space_id", "id"],
+                true,
+            ))
+            .await?;
+        manager
+            .create_index(index(
+                "knowledge_documents_indexing_idx",
+                documents,
+                &["indexing_status", "indexing_available_at", "id"],
+                false,
+            ))
+            .await?;
         create_passages(manager).await?;
         create_embeddings(manager).await?;
         run_script(manager, include_str!("sql/0017_knowledge_passages.sqlite.sql")).await
@@ -99,9 +116,20 @@ async fn create_passages(manager: &SchemaManager<'_>) -> Result<(), DbErr> {
                 .to_owned(),
         )
         .await?;
-    manager.create_index(index("knowledge_passages_document_ordinal_uq", passages, &["document_id", "ordinal"], true)).await?;
-    manager.create_index(index("knowledge_passages_space_idx", passages, &["tenant_id", "knowledge_space_id"], false)).await?;
-    manager.create_index(index("knowledge_passages_scope_id_uq", passages, &["tenant_id", "knowledge_space_id", "id"], true)).await
+    manager
+        .create_index(index("knowledge_passages_document_ordinal_uq", passages, &["document_id", "ordinal"], true))
+        .await?;
+    manager
+        .create_index(index("knowledge_passages_space_idx", passages, &["tenant_id", "knowledge_space_id"], false))
+        .await?;
+    manager
+        .create_index(index(
+            "knowledge_passages_scope_id_uq",
+            passages,
+            &["tenant_id", "knowledge_space_id", "id"],
+            true,
+        ))
+        .await
 }
 
 async fn create_embeddings(manager: &SchemaManager<'_>) -> Result<(), DbErr> {
@@ -132,5 +160,12 @@ async fn create_embeddings(manager: &SchemaManager<'_>) -> Result<(), DbErr> {
                 .to_owned(),
         )
         .await?;
-    manager.create_index(index("knowledge_passage_embeddings_space_model_idx", embeddings, &["knowledge_space_id", "model"], false)).await
+    manager
+        .create_index(index(
+            "knowledge_passage_embeddings_space_model_idx",
+            embeddings,
+            &["knowledge_space_id", "model"],
+            false,
+        ))
+        .await
 }

@@ -49,6 +49,8 @@ pub struct Seen {
     pub authorization: Option<String>,
     /// What it was answered with.
     pub reply: Reply,
+    /// When it arrived.
+    pub at: std::time::Instant,
 }
 
 #[derive(Default)]
@@ -59,7 +61,13 @@ struct Script {
     expected_key: Option<String>,
 }
 
-type Shared = Arc<Mutex<Script>>;
+/// The script, and the gate that [`EmbeddingServer::hold`] closes.
+struct Inner {
+    script: Mutex<Script>,
+    open: tokio::sync::watch::Sender<bool>,
+}
+
+type Shared = Arc<Inner>;
 
 /// The running stand-in.
 pub struct EmbeddingServer {
@@ -73,7 +81,8 @@ impl EmbeddingServer {
     pub async fn start() -> anyhow::Result<Self> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
-        let server = Self { addr, script: Shared::default(), serving: Mutex::new(None) };
+        let inner = Inner { script: Mutex::default(), open: tokio::sync::watch::Sender::new(true) };
+        let server = Self { addr, script: Arc::new(inner), serving: Mutex::new(None) };
         server.serve(listener);
         Ok(server)
     }
@@ -101,6 +110,17 @@ impl EmbeddingServer {
     /// The requests so far.
     pub fn seen(&self) -> Vec<Seen> {
         self.lock().seen.clone()
+    }
+
+    /// Requests from now on are recorded and then wait, unanswered, until
+    /// [`release`](Self::release): a test can act while a caller is mid-request.
+    pub fn hold(&self) {
+        self.script.open.send_replace(false);
+    }
+
+    /// Answers the held requests and stops holding.
+    pub fn release(&self) {
+        self.script.open.send_replace(true);
     }
 
     /// Closes the port: connections are refused until [`come_back`](Self::come_back).
@@ -138,7 +158,7 @@ impl EmbeddingServer {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Script> {
-        self.script.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.script.script.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -154,11 +174,18 @@ fn error(status: StatusCode, message: &str, kind: &str, code: Option<&str>) -> R
         .into_response()
 }
 
-async fn embeddings(State(script): State<Shared>, headers: HeaderMap, body: String) -> Response {
+async fn embeddings(State(inner): State<Shared>, headers: HeaderMap, body: String) -> Response {
     let authorization = headers.get(header::AUTHORIZATION).and_then(|value| value.to_str().ok()).map(str::to_owned);
     let request: Value = match serde_json::from_str(&body) {
         Ok(request) => request,
-        Err(_) => return error(StatusCode::BAD_REQUEST, "We could not parse the JSON body of your request.", "invalid_request_error", None),
+        Err(_) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "We could not parse the JSON body of your request.",
+                "invalid_request_error",
+                None,
+            );
+        }
     };
     let model = request["model"].as_str().unwrap_or_default().to_owned();
     let inputs: Vec<String> = match &request["input"] {
@@ -167,21 +194,33 @@ async fn embeddings(State(script): State<Shared>, headers: HeaderMap, body: Stri
             items.iter().filter_map(Value::as_str).map(str::to_owned).collect()
         }
         _ => {
-            return error(StatusCode::BAD_REQUEST, "'input' must be a string or a non-empty array of strings", "invalid_request_error", None);
+            return error(
+                StatusCode::BAD_REQUEST,
+                "'input' must be a string or a non-empty array of strings",
+                "invalid_request_error",
+                None,
+            );
         }
     };
     let reply = {
-        let mut script = script.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut script = inner.script.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let expected = script.expected_key.clone();
         if let Some(key) = expected
             && authorization.as_deref() != Some(format!("Bearer {key}").as_str())
         {
-            return error(StatusCode::UNAUTHORIZED, "Incorrect API key provided.", "invalid_request_error", Some("invalid_api_key"));
+            return error(
+                StatusCode::UNAUTHORIZED,
+                "Incorrect API key provided.",
+                "invalid_request_error",
+                Some("invalid_api_key"),
+            );
         }
         let reply = script.queue.pop_front().or_else(|| script.default.clone()).unwrap_or(Reply::Embed);
-        script.seen.push(Seen { model: model.clone(), inputs: inputs.len(), authorization, reply: reply.clone() });
+        let at = std::time::Instant::now();
+        script.seen.push(Seen { model: model.clone(), inputs: inputs.len(), authorization, reply: reply.clone(), at });
         reply
     };
+    let _ = inner.open.subscribe().wait_for(|open| *open).await;
     match reply {
         Reply::Embed => {
             let data: Vec<Value> = inputs
@@ -198,9 +237,16 @@ async fn embeddings(State(script): State<Shared>, headers: HeaderMap, body: Stri
             }))
             .into_response()
         }
-        Reply::Unavailable => error(StatusCode::SERVICE_UNAVAILABLE, "The server is overloaded or not ready yet.", "server_error", None),
+        Reply::Unavailable => {
+            error(StatusCode::SERVICE_UNAVAILABLE, "The server is overloaded or not ready yet.", "server_error", None)
+        }
         Reply::RateLimited { retry_after_secs } => {
-            let mut response = error(StatusCode::TOO_MANY_REQUESTS, "Rate limit reached for requests", "requests", Some("rate_limit_exceeded"));
+            let mut response = error(
+                StatusCode::TOO_MANY_REQUESTS,
+                "Rate limit reached for requests",
+                "requests",
+                Some("rate_limit_exceeded"),
+            );
             response.headers_mut().insert(header::RETRY_AFTER, retry_after_secs.into());
             response
         }

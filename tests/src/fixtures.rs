@@ -3,9 +3,9 @@
 //! the rows a test then mangles are built here as ActiveModels with every field valid.
 use anyhow::Context as _;
 use entity::{
-    AccessChannel, MediaType, MemberRole, OutboxStatus, ProgressEventType, Stage, answer_trace, api_key, knowledge_document,
-    knowledge_space, member, now_millis, permission_snapshot, research_task_job as job, research_task_outbox as outbox,
-    research_task_partial_result as partial, research_task_progress_event as progress,
+    AccessChannel, MediaType, MemberRole, OutboxStatus, ProgressEventType, Stage, answer_trace, api_key,
+    knowledge_document, knowledge_space, member, now_millis, permission_snapshot, research_task_job as job,
+    research_task_outbox as outbox, research_task_partial_result as partial, research_task_progress_event as progress,
 };
 use sea_orm::{ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 use serde_json::json;
@@ -110,9 +110,19 @@ pub async fn document_as(
         metadata: json!({}),
         created_by: author.subject_id.clone(),
     };
-    let indexing = Indexing { chunk: Default::default(), embeddings_on: false };
+    add_document(db, new, Indexing { chunk: Default::default(), embeddings_on: false }).await
+}
+
+/// Adds `new` as the `addKnowledgeDocument` mutation does: split, then written with its
+/// passages in one transaction.
+pub async fn add_document(
+    db: &TestDb,
+    new: api::store::documents::NewDocument,
+    indexing: Indexing,
+) -> anyhow::Result<knowledge_document::Model> {
+    let chunks = worker::knowledge::index::split(&new.content, new.media_type, indexing.chunk).await;
     let txn = worker::db::begin_write(&db.db).await?;
-    let document = api::store::documents::add(&txn, new, indexing, now_millis()).await?;
+    let document = api::store::documents::add(&txn, new, &chunks, indexing.embeddings_on, now_millis()).await?;
     txn.commit().await?;
     Ok(document)
 }

@@ -14,6 +14,7 @@ pub mod fixtures;
 pub mod harness;
 pub mod hostile;
 pub mod process;
+pub mod retrieval_eval;
 pub mod schema;
 pub mod server;
 mod violation;

@@ -14,8 +14,8 @@ use unicode_segmentation::UnicodeSegmentation as _;
 
 use crate::config::EngineSettings;
 pub use crate::knowledge::retrieve::Retriever;
-pub use crate::knowledge::search::{Ranker, RankerHit, search_terms};
 use crate::knowledge::search::{Found, Scope};
+pub use crate::knowledge::search::{Ranker, RankerHit, search_terms};
 
 /// Re-exported so engines written elsewhere implement [`ResearchEngine`] with the same macro.
 pub use async_trait::async_trait;
@@ -116,7 +116,8 @@ impl Passage {
     /// Whether two passages of one document cover mostly the same characters (overlapping
     /// windows of one long block).
     fn overlaps(&self, other: &Passage) -> bool {
-        let (Some(a0), Some(a1), Some(b0), Some(b1)) = (self.char_start, self.char_end, other.char_start, other.char_end)
+        let (Some(a0), Some(a1), Some(b0), Some(b1)) =
+            (self.char_start, self.char_end, other.char_start, other.char_end)
         else {
             return false;
         };
@@ -260,8 +261,7 @@ impl ResearchEngine for BuiltinEngine {
         let mut read = String::new();
         let scope = Scope { tenant_id: &ctx.job.tenant_id, knowledge_space_id: ctx.job.knowledge_space_id };
         for sub_query in &plan.sub_queries {
-            let hits =
-                self.retriever.search(ctx.db, scope, sub_query, self.settings.candidates_per_sub_query).await?;
+            let hits = self.retriever.search(ctx.db, scope, sub_query, self.settings.candidates_per_sub_query).await?;
             let passages: Vec<Passage> = hits.into_iter().map(Passage::from).collect();
             for passage in &passages {
                 read.push_str(&passage.snippet);

@@ -59,7 +59,11 @@ async fn main() -> anyhow::Result<()> {
         .await
         .context("preparing the knowledge spaces' passages")?;
     if prepared.split > 0 || prepared.reconciled > 0 {
-        tracing::info!(split = prepared.split, reconciled = prepared.reconciled, "documents indexed for the current settings");
+        tracing::info!(
+            split = prepared.split,
+            reconciled = prepared.reconciled,
+            "documents indexed for the current settings"
+        );
     }
     tracing::info!(worker.id = %settings.worker_id, "worker started");
 

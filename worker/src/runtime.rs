@@ -93,7 +93,14 @@ pub fn spawn_with_engine(
     }
     tracker.spawn(lease_loop(pipeline, wake.clone(), stop.clone(), jobs.clone()));
     if let Some(embedder) = backlog_embedder(&settings) {
-        tracker.spawn(embedding_loop(db.clone(), embedder, settings.clone(), clock.clone(), wake.clone(), shutdown.clone()));
+        tracker.spawn(embedding_loop(
+            db.clone(),
+            embedder,
+            settings.clone(),
+            clock.clone(),
+            wake.clone(),
+            shutdown.clone(),
+        ));
     }
     tracker.spawn(outbox_loop(db, publisher, settings.clone(), clock, wake, shutdown.clone()));
     tracker.spawn(drain(jobs, stop, Duration::from_millis(settings.shutdown_grace_ms), shutdown));

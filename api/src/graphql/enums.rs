@@ -89,6 +89,7 @@ pub enum GqlRole {
 /// passages.
 #[derive(Enum, Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[graphql(name = "DocumentMediaType")]
+#[expect(clippy::enum_variant_names, reason = "the contract's names: TEXT_PLAIN, TEXT_MARKDOWN, TEXT_HTML")]
 pub enum GqlMediaType {
     /// `text/plain`: paragraphs separated by blank lines.
     #[default]

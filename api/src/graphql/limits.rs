@@ -61,10 +61,7 @@ pub fn content(value: &str, max_bytes: usize) -> Result<(), ApiError> {
         return Err(ApiError::bad_input("content must not be empty"));
     }
     if value.len() > max_bytes {
-        return Err(ApiError::bad_input(format!(
-            "content is {} bytes; at most {max_bytes} are accepted",
-            value.len()
-        )));
+        return Err(ApiError::bad_input(format!("content is {} bytes; at most {max_bytes} are accepted", value.len())));
     }
     Ok(())
 }

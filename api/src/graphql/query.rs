@@ -11,9 +11,9 @@ use super::enums::GqlStage;
 use super::limits::{DEFAULT_PAGE, MAX_PAGE};
 use super::lists;
 use super::relay::{self, PageArgs};
-use super::types::{AnswerTrace, KnowledgeSpace, ResearchTask, Viewer};
+use super::types::{AnswerTrace, KnowledgeDocument, KnowledgeSpace, ResearchTask, Viewer};
 use crate::error::{ApiError, IntoGql};
-use crate::store::{PageKey, spaces};
+use crate::store::{PageKey, documents, spaces};
 
 /// Reads.
 #[derive(Default)]
@@ -35,6 +35,23 @@ impl QueryRoot {
             };
             let found = spaces::find(db, &caller.tenant_id, id).await?;
             Ok::<_, ApiError>(found.map(|space| KnowledgeSpace { space, viewer_role: access.role() }))
+        };
+        run.await.gql()
+    }
+
+    /// A document in a space the caller can read, or null (as for a missing id).
+    async fn knowledge_document(
+        &self,
+        ctx: &Context<'_>,
+        id: Uuid,
+    ) -> async_graphql::Result<Option<KnowledgeDocument>> {
+        let run = async {
+            let (caller, db) = (principal(ctx)?, &state(ctx)?.db);
+            let Some(document) = documents::find(db, &caller.tenant_id, id).await? else {
+                return Ok(None);
+            };
+            let readable = space_access(db, caller, document.knowledge_space_id).await?.is_some();
+            Ok::<_, ApiError>(readable.then_some(KnowledgeDocument(document)))
         };
         run.await.gql()
     }

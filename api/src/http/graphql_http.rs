@@ -15,6 +15,7 @@ use serde_json::{Map, Value, json};
 use tracing::Instrument as _;
 
 use super::error_codes::is_request_error;
+use super::json_size::{self, MAX_JSON_VALUES};
 use super::media::Media;
 use crate::auth::authenticate;
 use crate::graphql::{AppSchema, guard, operation_span};
@@ -46,12 +47,7 @@ pub async fn graphql_post(State(endpoint): State<GraphqlEndpoint>, headers: Head
         let body = json!({ "errors": [{ "message": message, "extensions": { "code": "BAD_USER_INPUT" } }] });
         return media.respond(StatusCode::PAYLOAD_TOO_LARGE, &body);
     };
-    let parameters = match serde_json::from_slice::<Value>(&bytes) {
-        Ok(Value::Object(parameters)) => parameters,
-        Ok(_) => return media.request_error("the request body must be a JSON object", "BAD_USER_INPUT"),
-        Err(_) => return media.request_error("the request body is not valid JSON", "BAD_USER_INPUT"),
-    };
-    let request = match request_from_parameters(&parameters) {
+    let request = match parse_body(bytes).await {
         Ok(request) => request,
         Err(message) => return media.request_error(&message, "BAD_USER_INPUT"),
     };
@@ -60,6 +56,30 @@ pub async fn graphql_post(State(endpoint): State<GraphqlEndpoint>, headers: Head
         Err(error) => return respond(media, async_graphql::Response::from_errors(vec![error])),
     };
     execute(&endpoint, &headers, media, request).await
+}
+
+/// Bodies above this size are parsed on the blocking pool: a body may be several
+/// megabytes (a document's content), and parsing it must not stall the async threads.
+const PARSE_ON_POOL_BYTES: usize = 64 * 1024;
+
+/// The GraphQL request a POST body carries, or why it carries none.
+async fn parse_body(bytes: axum::body::Bytes) -> Result<Request, String> {
+    fn parse(bytes: &[u8]) -> Result<Request, String> {
+        if !json_size::within(bytes, MAX_JSON_VALUES) {
+            return Err(format!("the request body holds more than {MAX_JSON_VALUES} JSON values"));
+        }
+        match serde_json::from_slice::<Value>(bytes) {
+            Ok(Value::Object(parameters)) => request_from_parameters(parameters),
+            Ok(_) => Err("the request body must be a JSON object".to_owned()),
+            Err(_) => Err("the request body is not valid JSON".to_owned()),
+        }
+    }
+    if bytes.len() < PARSE_ON_POOL_BYTES {
+        return parse(&bytes);
+    }
+    tokio::task::spawn_blocking(move || parse(&bytes))
+        .await
+        .unwrap_or_else(|error| std::panic::resume_unwind(error.into_panic()))
 }
 
 /// `GET /graphql?query=…`: queries only; a mutation answers 405.
@@ -74,6 +94,10 @@ pub async fn graphql_get(
     let mut parameters = Map::new();
     for (name, value) in pairs {
         let value = match name.as_str() {
+            "variables" | "extensions" if !json_size::within(value.as_bytes(), MAX_JSON_VALUES) => {
+                let message = format!("{name} holds more than {MAX_JSON_VALUES} JSON values");
+                return media.request_error(&message, "BAD_USER_INPUT");
+            }
             "variables" | "extensions" => match serde_json::from_str(&value) {
                 Ok(parsed) => parsed,
                 Err(_) => return media.request_error(&format!("{name} must be a JSON object"), "BAD_USER_INPUT"),
@@ -82,7 +106,7 @@ pub async fn graphql_get(
         };
         parameters.insert(name, value);
     }
-    let request = match request_from_parameters(&parameters) {
+    let request = match request_from_parameters(parameters) {
         Ok(request) => request,
         Err(message) => return media.request_error(&message, "BAD_USER_INPUT"),
     };
@@ -101,21 +125,21 @@ pub async fn graphql_get(
 
 /// Checks the spec's request parameters: `query` a string; `operationName` a string or
 /// null; `variables` and `extensions` maps or null.
-fn request_from_parameters(parameters: &Map<String, Value>) -> Result<Request, String> {
-    let query = match parameters.get("query") {
-        Some(Value::String(query)) => query.clone(),
+fn request_from_parameters(mut parameters: Map<String, Value>) -> Result<Request, String> {
+    let query = match parameters.remove("query") {
+        Some(Value::String(query)) => query,
         Some(_) => return Err("query must be a string".to_owned()),
         None => return Err("the query parameter is missing".to_owned()),
     };
     let mut request = Request::new(query);
-    match parameters.get("operationName") {
+    match parameters.remove("operationName") {
         None | Some(Value::Null) => {}
-        Some(Value::String(name)) => request = request.operation_name(name.clone()),
+        Some(Value::String(name)) => request = request.operation_name(name),
         Some(_) => return Err("operationName must be a string".to_owned()),
     }
-    match parameters.get("variables") {
+    match parameters.remove("variables") {
         None | Some(Value::Null) => {}
-        Some(variables @ Value::Object(_)) => request = request.variables(Variables::from_json(variables.clone())),
+        Some(variables @ Value::Object(_)) => request = request.variables(Variables::from_json(variables)),
         Some(_) => return Err("variables must be a map".to_owned()),
     }
     match parameters.get("extensions") {

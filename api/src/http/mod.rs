@@ -4,6 +4,7 @@ pub(crate) mod error_codes;
 mod graphiql;
 mod graphql_http;
 mod health;
+mod json_size;
 mod media;
 mod metrics;
 mod ws;

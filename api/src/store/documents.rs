@@ -4,12 +4,13 @@
 //! already written keeps its own copy of the text.
 use entity::{MediaType, knowledge_document as document, knowledge_passage as passage};
 use sea_orm::{
-    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseBackend, DbErr, EntityTrait,
-    IntoActiveModel, QueryFilter, QueryOrder, QuerySelect, sea_query::LockType,
+    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel, QueryFilter,
+    QueryOrder, QuerySelect,
 };
 use serde_json::Value;
 use uuid::Uuid;
-use worker::knowledge::index::{Indexing, initial_status, write_passages};
+use worker::knowledge::chunk::Chunk;
+use worker::knowledge::index::{initial_status, lock_document, write_passages};
 
 use super::{PageKey, before};
 
@@ -49,11 +50,22 @@ pub struct DocumentChanges {
     pub metadata: Option<Value>,
 }
 
-/// Inserts the document and its passages.
+impl DocumentChanges {
+    /// What the document's text and format will be once the changes apply to `current`:
+    /// what its passages are split from.
+    pub fn apply_to<'a>(&'a self, current: &'a document::Model) -> (&'a str, MediaType) {
+        let content = self.content.as_deref().unwrap_or(&current.content);
+        (content, self.media_type.unwrap_or(current.media_type))
+    }
+}
+
+/// Inserts the document and its passages (`chunks`, split from its content by
+/// `worker::knowledge::index::split` before the transaction began).
 pub async fn add<C: ConnectionTrait>(
     conn: &C,
     new: NewDocument,
-    indexing: Indexing,
+    chunks: &[Chunk],
+    embeddings_on: bool,
     now: i64,
 ) -> Result<document::Model, DbErr> {
     let row = document::ActiveModel {
@@ -70,7 +82,7 @@ pub async fn add<C: ConnectionTrait>(
         metadata: Set(new.metadata),
         revision: Set(1),
         indexed_revision: Set(None),
-        indexing_status: Set(initial_status(indexing.embeddings_on)),
+        indexing_status: Set(initial_status(embeddings_on)),
         indexing_error: Set(None),
         indexing_attempts: Set(0),
         indexing_available_at: Set(Some(now)),
@@ -80,19 +92,21 @@ pub async fn add<C: ConnectionTrait>(
         updated_by: Set(None),
     };
     let inserted = document::Entity::insert(row).exec_with_returning(conn).await?;
-    write_passages(conn, &inserted, &indexing.chunk, now).await?;
+    write_passages(conn, &inserted, chunks, now).await?;
     Ok(document::Model { indexed_revision: Some(inserted.revision), ..inserted })
 }
 
-/// Applies `changes` as a new revision and re-splits the document. The embedding state
-/// starts over, and its lock is cleared, which fences out an embedding run of the old
-/// revision.
+/// Applies `changes` as a new revision with its passages (`chunks`, split from the
+/// changed content beforehand: [`DocumentChanges::apply_to`] says what that is). The
+/// embedding state starts over, and its lock is cleared, which fences out an embedding
+/// run of the old revision.
 pub async fn update<C: ConnectionTrait>(
     conn: &C,
     current: document::Model,
     changes: DocumentChanges,
     editor: &str,
-    indexing: Indexing,
+    chunks: &[Chunk],
+    embeddings_on: bool,
     now: i64,
 ) -> Result<document::Model, DbErr> {
     let revision = current.revision + 1;
@@ -115,7 +129,7 @@ pub async fn update<C: ConnectionTrait>(
     row.revision = Set(revision);
     row.updated_at = Set(now);
     row.updated_by = Set(Some(editor.to_owned()));
-    row.indexing_status = Set(initial_status(indexing.embeddings_on));
+    row.indexing_status = Set(initial_status(embeddings_on));
     row.indexing_error = Set(None);
     row.indexing_attempts = Set(0);
     row.indexing_available_at = Set(Some(now));
@@ -123,7 +137,7 @@ pub async fn update<C: ConnectionTrait>(
     row.indexing_locked_by = Set(None);
     row.indexing_locked_until = Set(None);
     let updated = row.update(conn).await?;
-    write_passages(conn, &updated, &indexing.chunk, now).await?;
+    write_passages(conn, &updated, chunks, now).await?;
     Ok(document::Model { indexed_revision: Some(revision), ..updated })
 }
 
@@ -138,13 +152,9 @@ pub async fn find<C: ConnectionTrait>(conn: &C, tenant_id: &str, id: Uuid) -> Re
 }
 
 /// [`find`], locking the row until the transaction ends, so two edits of one document
-/// apply one after the other (SQLite write transactions hold the one write lock already).
+/// apply one after the other.
 pub async fn lock<C: ConnectionTrait>(txn: &C, tenant_id: &str, id: Uuid) -> Result<Option<document::Model>, DbErr> {
-    let mut query = document::Entity::find_by_id(id).filter(document::Column::TenantId.eq(tenant_id));
-    if txn.get_database_backend() == DatabaseBackend::Postgres {
-        query = query.lock(LockType::Update);
-    }
-    query.one(txn).await
+    Ok(lock_document(txn, id).await?.filter(|document| document.tenant_id == tenant_id))
 }
 
 /// One page of a space's documents, newest first.
@@ -161,12 +171,7 @@ pub async fn page<C: ConnectionTrait>(
     if let Some(key) = after {
         query = query.filter(before(document::Column::CreatedAt, document::Column::Id, key));
     }
-    query
-        .order_by_desc(document::Column::CreatedAt)
-        .order_by_desc(document::Column::Id)
-        .limit(limit)
-        .all(conn)
-        .await
+    query.order_by_desc(document::Column::CreatedAt).order_by_desc(document::Column::Id).limit(limit).all(conn).await
 }
 
 /// Up to `limit` passages of a document after the one numbered `after` (-1 for the

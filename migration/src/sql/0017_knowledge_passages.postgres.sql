@@ -70,9 +70,12 @@ CREATE INDEX IF NOT EXISTS "knowledge_passages_space_idx"
   ON "knowledge_passages" ("tenant_id", "knowledge_space_id");
 CREATE UNIQUE INDEX IF NOT EXISTS "knowledge_passages_scope_id_uq"
   ON "knowledge_passages" ("tenant_id", "knowledge_space_id", "id");
--- Retrieval must use this exact expression to hit the index.
+-- The tsvector is stored, so ranking reads it instead of re-parsing every matched
+-- passage's text; the GIN index finds the matches.
+ALTER TABLE "knowledge_passages" ADD COLUMN IF NOT EXISTS "search_vector" TSVECTOR
+  GENERATED ALWAYS AS (to_tsvector('english'::regconfig, "context" || ' ' || "text")) STORED;
 CREATE INDEX IF NOT EXISTS "knowledge_passages_search_idx"
-  ON "knowledge_passages" USING GIN (to_tsvector('english'::regconfig, "context" || ' ' || "text"));
+  ON "knowledge_passages" USING GIN ("search_vector");
 
 CREATE TABLE IF NOT EXISTS "knowledge_passage_embeddings" (
   "passage_id" UUID PRIMARY KEY NOT NULL,

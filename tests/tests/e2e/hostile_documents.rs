@@ -54,8 +54,55 @@ pub async fn post_raw(api: &Api, query: &str, variables: &str) -> anyhow::Result
 
 async fn hostile_documents_are_refused_over_http_with_a_code_and_no_server_error(db: TestDb) -> anyhow::Result<()> {
     let api = Api::start(&db).await?;
-    // The test server's body limit is 256 KiB; each document fits it.
-    for document in documents(250 * 1024, 100_000) {
+    // Documents as large as the guard's 1 MiB document limit, and then bodies as large as
+    // the default body limit (twice the 5 MiB content limit and 1 MiB) that carry the bulk
+    // in their variables or past the document limit.
+    let body_limit = 11 * 1024 * 1024;
+    let space = uuid::Uuid::nil();
+    let mut hostile = documents(1024 * 1024 - 4 * 1024, 100_000);
+    // Tiny values by the hundred thousand cost a parser far more than their bytes.
+    hostile.push(kfs_tests::hostile::Hostile {
+        what: "800,000 small variables".to_owned(),
+        query: format!("query{{researchTasks(knowledgeSpaceId:\"{space}\"){{edges{{cursor}}}}}}"),
+        variables: format!("{{{}\"end\":0}}", (0..800_000).map(|i| format!("\"v{i}\":[],")).collect::<String>()),
+    });
+    // Bodies that need not be refused, only answered without a server error (a 3.8 MB
+    // document content is within limits: its space does not exist).
+    let large = [
+        kfs_tests::hostile::Hostile {
+            what: "a document past the document limit".to_owned(),
+            query: format!("query{{{}}}", "__typename ".repeat((body_limit - 2_048) / 11)),
+            variables: "{}".to_owned(),
+        },
+        kfs_tests::hostile::Hostile {
+            what: "content at the body limit, every character escaped".to_owned(),
+            query: "mutation($c:String!){addKnowledgeDocument(input:{knowledgeSpaceId:\"00000000-0000-0000-0000-000000000000\",title:\"t\",content:$c}){id}}".to_owned(),
+            variables: format!("{{\"c\":\"{}\"}}", "\\u00e9".repeat((body_limit - 1_024) / 6)),
+        },
+        kfs_tests::hostile::Hostile {
+            what: "a variable nested as deep as the body limit allows".to_owned(),
+            query: "query($s:[ResearchStage!]){viewer{subjectId}}".to_owned(),
+            variables: format!("{{\"s\":{}\"QUEUED\"{}}}", "[".repeat(body_limit / 2 - 64), "]".repeat(body_limit / 2 - 64)),
+        },
+    ];
+    for document in large {
+        ensure!(
+            document.query.len() + document.variables.len() < body_limit,
+            "{} does not fit the body",
+            document.what
+        );
+        let started = Instant::now();
+        let (status, body) = post_raw(&api, &document.query, &document.variables).await?;
+        ensure!(status < 500, "{}: status {status}: {body}", document.what);
+        let code = kfs_tests::server::first_error_code(&body).unwrap_or_else(|| "no error".to_owned());
+        eprintln!(
+            "hostile ({}): {} answered {status} {code} in {:?}",
+            db.backend.name(),
+            document.what,
+            started.elapsed()
+        );
+    }
+    for document in hostile {
         let started = Instant::now();
         let (status, body) = post_raw(&api, &document.query, &document.variables).await?;
         let code = refusal_code(&document.what, status, &body)?;
@@ -68,7 +115,7 @@ async fn hostile_documents_are_refused_over_http_with_a_code_and_no_server_error
         );
     }
     // GET carries the document in the URL: the small ones go that way too.
-    for document in documents(250 * 1024, 0)
+    for document in documents(1024 * 1024 - 4 * 1024, 0)
         .into_iter()
         .filter(|document| document.query.len() < 4_000 && document.variables == "{}")
     {

@@ -20,6 +20,7 @@ pub fn tests() -> Vec<DbTest> {
         documents_page_through_a_connection,
         the_largest_document_is_accepted_and_split,
         evidence_names_passages_by_exact_range_and_outlives_the_document,
+        documents_stored_before_passages_are_split_on_the_first_start,
     ]
 }
 
@@ -32,7 +33,14 @@ const PASSAGES: &str = "query($space: UUID!, $after: Int) { knowledgeSpace(id: $
     passages(first: 100, afterOrdinal: $after) { id documentId ordinal charStart charEnd headingPath text tokenCount } } } }";
 
 /// Adds a document as `bearer`; returns its id.
-pub async fn add(api: &Api, bearer: &str, space: &str, title: &str, content: &str, media: &str) -> anyhow::Result<String> {
+pub async fn add(
+    api: &Api,
+    bearer: &str,
+    space: &str,
+    title: &str,
+    content: &str,
+    media: &str,
+) -> anyhow::Result<String> {
     let input = json!({ "knowledgeSpaceId": space, "title": title, "content": content, "mediaType": media });
     let data = api.data(Some(bearer), ADD, json!({ "input": input })).await?;
     string_at(&data, "/addKnowledgeDocument/id")
@@ -94,11 +102,15 @@ async fn documents_are_split_into_passages_whose_ranges_map_back_to_the_content(
             let source_words = words(&source.replace("&eacute;", "é"));
             let mut rest = source_words.iter();
             for word in words(text) {
-                ensure!(rest.any(|candidate| *candidate == word), "{word:?} of {text:?} is not in its range {source:?}");
+                ensure!(
+                    rest.any(|candidate| *candidate == word),
+                    "{word:?} of {text:?} is not in its range {source:?}"
+                );
             }
         }
     }
-    let by_title = |title: &str| documents.iter().find(|d| d["passages"][0]["text"].as_str().is_some_and(|t| t.contains(title)));
+    let by_title =
+        |title: &str| documents.iter().find(|d| d["passages"][0]["text"].as_str().is_some_and(|t| t.contains(title)));
     let backups = documents
         .iter()
         .flat_map(|d| d["passages"].as_array().cloned().unwrap_or_default())
@@ -134,22 +146,45 @@ async fn an_update_re_splits_and_a_removed_document_is_never_retrieved_again(db:
     ensure_eq!(stale.as_str(), "CONFLICT");
     let updated = api.data(Some(&token), UPDATE, json!({ "id": id, "input": input, "rev": 1 })).await?;
     let document = &updated["updateKnowledgeDocument"];
-    ensure!(document["revision"] == 2 && document["title"] == "Neap tides" && document["updatedBy"] == "alice", "{updated}");
+    ensure!(
+        document["revision"] == 2 && document["title"] == "Neap tides" && document["updatedBy"] == "alice",
+        "{updated}"
+    );
     ensure!(document["mediaType"] == "TEXT_MARKDOWN", "{updated}");
     let rows = passage::Entity::find().filter(passage::Column::DocumentId.eq(id.parse::<Uuid>()?)).all(&db.db).await?;
-    ensure!(!rows.is_empty() && rows.iter().all(|row| row.document_revision == 2 && !old_passages.contains(&row.id)), "{rows:?}");
+    ensure!(
+        !rows.is_empty() && rows.iter().all(|row| row.document_revision == 2 && !old_passages.contains(&row.id)),
+        "{rows:?}"
+    );
     ensure!(retrieved(&db, &api.tenant, &space, "spring full").await?.is_empty(), "the old text is not searchable");
     ensure!(retrieved(&db, &api.tenant, &space, "neap half").await? == [id.parse::<Uuid>()?], "the new text is");
     let cleared = api.data(Some(&token), UPDATE, json!({ "id": id, "input": { "sourceUri": "" } })).await?;
-    ensure!(cleared["updateKnowledgeDocument"]["sourceUri"].is_null() && cleared["updateKnowledgeDocument"]["revision"] == 3, "{cleared}");
+    ensure!(
+        cleared["updateKnowledgeDocument"]["sourceUri"].is_null()
+            && cleared["updateKnowledgeDocument"]["revision"] == 3,
+        "{cleared}"
+    );
 
     let removed = api.data(Some(&token), REMOVE, json!({ "id": id })).await?;
-    ensure_eq!(removed["removeKnowledgeDocument"], json!(id));
-    ensure_eq!(passage::Entity::find().filter(passage::Column::DocumentId.eq(id.parse::<Uuid>()?)).count(&db.db).await?, 0);
-    ensure!(retrieved(&db, &api.tenant, &space, "neap tides half moon").await?.is_empty(), "a removed document is never retrieved");
-    ensure_eq!(api.code(Some(&token), REMOVE, json!({ "id": id })).await?.as_str(), "NOT_FOUND");
-    ensure_eq!(api.code(Some(&token), UPDATE, json!({ "id": id, "input": { "title": "x" } })).await?.as_str(), "NOT_FOUND");
-    ensure!(retrieved(&db, &api.tenant, &space, "sourdough").await? == [other.parse::<Uuid>()?], "the other document stays");
+    ensure_eq!(removed["removeKnowledgeDocument"], json!(true));
+    ensure_eq!(
+        passage::Entity::find().filter(passage::Column::DocumentId.eq(id.parse::<Uuid>()?)).count(&db.db).await?,
+        0
+    );
+    ensure!(
+        retrieved(&db, &api.tenant, &space, "neap tides half moon").await?.is_empty(),
+        "a removed document is never retrieved"
+    );
+    let again = api.data(Some(&token), REMOVE, json!({ "id": id })).await?;
+    ensure_eq!(again["removeKnowledgeDocument"], json!(false), "removing twice");
+    ensure_eq!(
+        api.code(Some(&token), UPDATE, json!({ "id": id, "input": { "title": "x" } })).await?.as_str(),
+        "NOT_FOUND"
+    );
+    ensure!(
+        retrieved(&db, &api.tenant, &space, "sourdough").await? == [other.parse::<Uuid>()?],
+        "the other document stays"
+    );
     api.stop().await;
     Ok(())
 }
@@ -159,7 +194,9 @@ async fn writers_write_readers_read_and_outsiders_see_nothing(db: TestDb) -> any
     let space = api.space("owner").await?;
     api.member("owner", &space, "editor", "EDITOR").await?;
     api.member("owner", &space, "viewer", "VIEWER").await?;
-    let id = add(&api, &api.token("editor"), &space, "Editor's", "Written by an editor about lighthouses.", "TEXT_PLAIN").await?;
+    let id =
+        add(&api, &api.token("editor"), &space, "Editor's", "Written by an editor about lighthouses.", "TEXT_PLAIN")
+            .await?;
     let (_, secret) = api.key("owner", &space).await?;
     let input = json!({ "knowledgeSpaceId": space, "title": "t", "content": "c" });
     for (who, bearer) in [("viewer", api.token("viewer")), ("api key", secret.clone())] {
@@ -168,21 +205,44 @@ async fn writers_write_readers_read_and_outsiders_see_nothing(db: TestDb) -> any
         ensure_eq!(code.as_str(), "FORBIDDEN", "{who} updates");
         ensure_eq!(api.code(Some(&bearer), REMOVE, json!({ "id": id })).await?.as_str(), "FORBIDDEN", "{who} removes");
         let read = api.data(Some(&bearer), PASSAGES, json!({ "space": space })).await?;
-        ensure!(read["knowledgeSpace"]["documents"][0]["passages"][0]["text"] == "Written by an editor about lighthouses.", "{who} reads: {read}");
+        ensure!(
+            read["knowledgeSpace"]["documents"][0]["passages"][0]["text"] == "Written by an editor about lighthouses.",
+            "{who} reads: {read}"
+        );
     }
     // Another tenant, and a subject of this tenant with no membership: exactly as a missing id.
     let outsiders = [kfs_tests::server::TestServer::token("owner", "another-tenant"), api.token("stranger")];
     let missing = Uuid::now_v7().to_string();
     for bearer in &outsiders {
         for target in [&id, &missing] {
-            ensure_eq!(api.code(Some(bearer), UPDATE, json!({ "id": target, "input": { "title": "t" } })).await?.as_str(), "NOT_FOUND");
-            ensure_eq!(api.code(Some(bearer), REMOVE, json!({ "id": target })).await?.as_str(), "NOT_FOUND");
+            ensure_eq!(
+                api.code(Some(bearer), UPDATE, json!({ "id": target, "input": { "title": "t" } })).await?.as_str(),
+                "NOT_FOUND"
+            );
+            let removed = api.data(Some(bearer), REMOVE, json!({ "id": target })).await?;
+            ensure_eq!(removed["removeKnowledgeDocument"], json!(false), "as for a missing id");
         }
         ensure_eq!(api.code(Some(bearer), ADD, json!({ "input": input })).await?.as_str(), "NOT_FOUND");
+        let read = api
+            .data(Some(bearer), "query($id: UUID!) { knowledgeDocument(id: $id) { id } }", json!({ "id": id }))
+            .await?;
+        ensure!(read["knowledgeDocument"].is_null(), "{read}");
     }
-    let edited = api.data(Some(&api.token("owner")), UPDATE, json!({ "id": id, "input": { "title": "Owner's" } })).await?;
+    let edited =
+        api.data(Some(&api.token("owner")), UPDATE, json!({ "id": id, "input": { "title": "Owner's" } })).await?;
     ensure!(edited["updateKnowledgeDocument"]["updatedBy"] == "owner", "{edited}");
-    ensure!(api.data(Some(&api.token("editor")), REMOVE, json!({ "id": id })).await?["removeKnowledgeDocument"] == json!(id));
+    ensure!(
+        api.data(Some(&api.token("editor")), REMOVE, json!({ "id": id })).await?["removeKnowledgeDocument"]
+            == json!(true)
+    );
+    let gone = api
+        .data(
+            Some(&api.token("editor")),
+            "query($id: UUID!) { knowledgeDocument(id: $id) { id } }",
+            json!({ "id": id }),
+        )
+        .await?;
+    ensure!(gone["knowledgeDocument"].is_null(), "{gone}");
     api.stop().await;
     Ok(())
 }
@@ -232,11 +292,10 @@ async fn the_largest_document_is_accepted_and_split(db: TestDb) -> anyhow::Resul
     }
     ensure_eq!(content.len(), limit);
     let id = add(&api, &token, &space, "Big", &content, "TEXT_PLAIN").await?;
-    let count = passage::Entity::find().filter(passage::Column::DocumentId.eq(id.parse::<Uuid>()?)).count(&db.db).await?;
+    let count =
+        passage::Entity::find().filter(passage::Column::DocumentId.eq(id.parse::<Uuid>()?)).count(&db.db).await?;
     ensure!(count > 1_000, "{count} passages");
-    let last = api
-        .data(Some(&token), PASSAGES, json!({ "space": space, "after": count - 2 }))
-        .await?;
+    let last = api.data(Some(&token), PASSAGES, json!({ "space": space, "after": count - 2 })).await?;
     let tail = &last["knowledgeSpace"]["documents"][0]["passages"];
     ensure_eq!(tail.as_array().map(Vec::len), Some(1), "{tail}");
     ensure_eq!(tail[0]["charEnd"].as_i64(), Some(content.chars().count() as i64), "the last passage ends the content");
@@ -263,10 +322,14 @@ async fn evidence_names_passages_by_exact_range_and_outlives_the_document(db: Te
     .await?;
     let before = api.data(Some(&token), read, json!({ "id": task })).await?;
     let evidence = before["researchTask"]["answerTrace"]["evidence"].as_array().cloned().context("evidence")?;
-    let fog = evidence.iter().find(|item| item["text"].as_str().is_some_and(|t| t.contains("horn"))).context("the fog passage")?;
+    let fog = evidence
+        .iter()
+        .find(|item| item["text"].as_str().is_some_and(|t| t.contains("horn")))
+        .context("the fog passage")?;
     ensure_eq!(fog["document_id"], json!(id));
     ensure!(fog["passage_id"].is_string() && fog["citation"].is_number() && fog["snippet"] == fog["text"], "{fog}");
-    let (start, end) = (fog["char_start"].as_i64().context("char_start")?, fog["char_end"].as_i64().context("char_end")?);
+    let (start, end) =
+        (fog["char_start"].as_i64().context("char_start")?, fog["char_end"].as_i64().context("char_end")?);
     ensure_eq!(
         slice(content, start, end),
         "In fog the keeper sounds the horn every thirty seconds, and logs each hour.",
@@ -279,5 +342,47 @@ async fn evidence_names_passages_by_exact_range_and_outlives_the_document(db: Te
     let after = api.data(Some(&token), read, json!({ "id": task })).await?;
     ensure_eq!(after, before, "evidence already written keeps its text after the document goes");
     api.stop().await;
+    Ok(())
+}
+
+/// A database from before passages: migrated up to m0016, with a document written as the
+/// old code wrote it. Migrating and starting the server splits it, so it stays searchable.
+async fn documents_stored_before_passages_are_split_on_the_first_start(db: TestDb) -> anyhow::Result<()> {
+    use migration::{Migrator, MigratorTrait as _};
+    use sea_orm::Value as Bound;
+    let old = db.empty_sibling().await?;
+    let passages_migration = Migrator::migrations().iter().position(|m| m.name() == "m0017_knowledge_passages");
+    Migrator::up(&old.db, Some(u32::try_from(passages_migration.context("no passages migration")?)?)).await?;
+    let (space, document) = (Uuid::now_v7(), Uuid::now_v7());
+    let now = entity::now_millis();
+    old.exec(
+        "INSERT INTO knowledge_spaces (id, tenant_id, name, created_at, updated_at) VALUES ($1, 'acme', 'Old', $2, $2)",
+        [Bound::from(space), Bound::from(now)],
+    )
+    .await?;
+    old.exec(
+        "INSERT INTO knowledge_documents (id, tenant_id, knowledge_space_id, title, content, created_by, created_at, updated_at) \
+         VALUES ($1, 'acme', $2, 'Tides', 'Spring tides follow the full moon.\n\nNeap tides follow the half moon.', 'alice', $3, $3)",
+        [Bound::from(document), Bound::from(space), Bound::from(now)],
+    )
+    .await?;
+    let server = kfs_tests::server::TestServer::start(&old.url, false).await?;
+    let stored =
+        entity::knowledge_document::Entity::find_by_id(document).one(&old.db).await?.context("the document")?;
+    ensure!(
+        stored.indexed_revision == Some(1) && stored.indexing_status == entity::IndexingStatus::Ready,
+        "{stored:?}"
+    );
+    ensure!(stored.media_type == entity::MediaType::TextPlain && stored.revision == 1, "{stored:?}");
+    let scope = Scope { tenant_id: "acme", knowledge_space_id: space };
+    let found = Retriever::full_text().search(&old.db, scope, "neap", 10).await?;
+    ensure!(found.len() == 1 && found[0].document_id == document, "{found:?}");
+    // Two short paragraphs under no heading make one passage.
+    ensure_eq!(slice(&stored.content, i64::from(found[0].char_start), i64::from(found[0].char_end)), stored.content);
+    server.stop().await;
+    // Starting again splits nothing twice.
+    let again =
+        worker::knowledge::prepare(&old.db, &worker::config::WorkerSettings::default(), entity::now_millis()).await?;
+    ensure_eq!(again.split, 0);
     Ok(())
 }

@@ -23,6 +23,8 @@ mod hostile_outage;
 mod hostile_sockets;
 mod http_contract;
 mod knowledge_documents;
+mod knowledge_embeddings;
+mod knowledge_retrieval;
 mod live_postgres_restart;
 mod live_protocol;
 mod live_replay;
@@ -52,6 +54,8 @@ fn main() -> ExitCode {
         hostile_sockets::tests(),
         http_contract::tests(),
         knowledge_documents::tests(),
+        knowledge_embeddings::tests(),
+        knowledge_retrieval::tests(),
         live_postgres_restart::tests(),
         live_protocol::tests(),
         live_replay::tests(),

@@ -11,8 +11,8 @@ use std::time::Duration;
 use entity::{IndexingStatus, knowledge_document as document, knowledge_passage_embedding as embedding};
 use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::{
-    ActiveValue::Set, ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait,
-    FromQueryResult, QueryFilter, QueryOrder, QuerySelect, Statement, TransactionTrait as _,
+    ActiveValue::Set, ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait, FromQueryResult,
+    QueryFilter, QueryOrder, QuerySelect, Statement, TransactionTrait as _,
 };
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -118,8 +118,16 @@ async fn claim(db: &DatabaseConnection, policy: &BacklogPolicy, now: i64) -> Res
     let due = || {
         Condition::all()
             .add(document::Column::IndexingStatus.eq(IndexingStatus::Pending))
-            .add(Condition::any().add(document::Column::IndexingAvailableAt.is_null()).add(document::Column::IndexingAvailableAt.lte(now)))
-            .add(Condition::any().add(document::Column::IndexingLockedUntil.is_null()).add(document::Column::IndexingLockedUntil.lte(now)))
+            .add(
+                Condition::any()
+                    .add(document::Column::IndexingAvailableAt.is_null())
+                    .add(document::Column::IndexingAvailableAt.lte(now)),
+            )
+            .add(
+                Condition::any()
+                    .add(document::Column::IndexingLockedUntil.is_null())
+                    .add(document::Column::IndexingLockedUntil.lte(now)),
+            )
     };
     let candidates: Vec<(Uuid, i32, i32)> = document::Entity::find()
         .select_only()
@@ -153,7 +161,12 @@ async fn claim(db: &DatabaseConnection, policy: &BacklogPolicy, now: i64) -> Res
 }
 
 /// Up to `limit` passages of the document without an embedding by `model`, in order.
-async fn unembedded(db: &DatabaseConnection, document_id: Uuid, model: &str, limit: usize) -> Result<Vec<Unembedded>, DbErr> {
+async fn unembedded(
+    db: &DatabaseConnection,
+    document_id: Uuid,
+    model: &str,
+    limit: usize,
+) -> Result<Vec<Unembedded>, DbErr> {
     let backend = db.get_database_backend();
     let sql = if crate::db::is_postgres(backend) {
         r#"SELECT p."id", p."tenant_id", p."knowledge_space_id", p."context", p."text" FROM "knowledge_passages" p

@@ -63,7 +63,10 @@ struct Datum {
 impl Embedder {
     /// A client whose requests give up after `timeout`.
     pub fn new(endpoint: EmbeddingEndpoint, timeout: Duration) -> Result<Self, reqwest::Error> {
-        let http = reqwest::Client::builder().timeout(timeout).connect_timeout(timeout.min(Duration::from_secs(10))).build()?;
+        let http = reqwest::Client::builder()
+            .timeout(timeout)
+            .connect_timeout(timeout.min(Duration::from_secs(10)))
+            .build()?;
         Ok(Self { http, endpoint })
     }
 

@@ -2,7 +2,7 @@
 //! passages (and, by cascade, their embeddings) go and the new ones come from splitting
 //! the content, so a search never sees a document without its passages or with another
 //! revision's. Documents stored before passages existed are split on start ([`backfill`]).
-use entity::{IndexingStatus, knowledge_document as document, knowledge_passage as passage};
+use entity::{IndexingStatus, MediaType, knowledge_document as document, knowledge_passage as passage};
 use sea_orm::sea_query::{Expr, ExprTrait as _};
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter,
@@ -11,12 +11,12 @@ use sea_orm::{
 use serde_json::json;
 use uuid::Uuid;
 
-use super::chunk::{ChunkSettings, chunk};
+use super::chunk::{Chunk, ChunkSettings, chunk};
 use crate::db::begin_write;
 
 /// Passages inserted per statement (13 values each, well under SQLite's variable limit).
 const INSERT_BATCH: usize = 200;
-/// Documents split per transaction by [`backfill`].
+/// Documents [`backfill`] looks up at a time.
 const BACKFILL_BATCH: u64 = 20;
 
 /// How documents are indexed as they are written.
@@ -49,16 +49,35 @@ fn context(title: &str, headings: &[String]) -> String {
     std::iter::once(title).chain(headings.iter().map(String::as_str)).collect::<Vec<_>>().join(" › ")
 }
 
-/// Replaces the document's passages with those of its current content and records the
-/// revision they were split from. Call inside the transaction that wrote the document.
+/// Content above this size is split on the blocking pool: a 5 MiB document takes up to a
+/// second or so, which must not stall the async threads serving everyone else.
+const SPLIT_ON_POOL_BYTES: usize = 64 * 1024;
+
+/// Splits content into passages, off the async threads when it is large. Call it before
+/// the write transaction opens, so no lock is held while splitting.
+pub async fn split(content: &str, media: MediaType, settings: ChunkSettings) -> Vec<Chunk> {
+    if content.len() < SPLIT_ON_POOL_BYTES {
+        return chunk(content, media, &settings);
+    }
+    let content = content.to_owned();
+    match tokio::task::spawn_blocking(move || chunk(&content, media, &settings)).await {
+        Ok(chunks) => chunks,
+        // The closure does not panic on any input (the chunker's tests and the fuzzing of
+        // the API say so); if it ever did, the panic is the bug to see.
+        Err(error) => std::panic::resume_unwind(error.into_panic()),
+    }
+}
+
+/// Replaces the document's passages with `chunks` (split from its current content by
+/// [`split`]) and records the revision they belong to. Call inside the transaction that
+/// wrote the document.
 pub async fn write_passages<C: ConnectionTrait>(
     conn: &C,
     document: &document::Model,
-    settings: &ChunkSettings,
+    chunks: &[Chunk],
     now: i64,
 ) -> Result<usize, DbErr> {
     passage::Entity::delete_many().filter(passage::Column::DocumentId.eq(document.id)).exec(conn).await?;
-    let chunks = chunk(&document.content, document.media_type, settings);
     let rows: Vec<passage::ActiveModel> = chunks
         .iter()
         .map(|piece| passage::ActiveModel {
@@ -88,8 +107,18 @@ pub async fn write_passages<C: ConnectionTrait>(
     Ok(chunks.len())
 }
 
+/// Reads the document and locks its row until the transaction ends (SQLite write
+/// transactions hold the one write lock already).
+pub async fn lock_document<C: ConnectionTrait>(txn: &C, id: Uuid) -> Result<Option<document::Model>, DbErr> {
+    let mut query = document::Entity::find_by_id(id);
+    if txn.get_database_backend() == sea_orm::DatabaseBackend::Postgres {
+        query = query.lock(sea_orm::sea_query::LockType::Update);
+    }
+    query.one(txn).await
+}
+
 /// Splits every document whose passages are missing or from an older revision (documents
-/// stored before passages existed), a few per transaction; returns how many it split.
+/// stored before passages existed), one transaction each; returns how many it split.
 /// Safe to run in several processes at once: a split replaces the passages whole.
 pub async fn backfill(
     db: &DatabaseConnection,
@@ -97,7 +126,7 @@ pub async fn backfill(
     embeddings_on: bool,
     now: i64,
 ) -> Result<usize, DbErr> {
-    let mut split = 0;
+    let mut split_count = 0;
     loop {
         let stale = Condition::any()
             .add(document::Column::IndexedRevision.is_null())
@@ -112,20 +141,28 @@ pub async fn backfill(
             .all(db)
             .await?;
         if ids.is_empty() {
-            return Ok(split);
+            return Ok(split_count);
         }
-        let txn = begin_write(db).await?;
         for id in ids {
-            let Some(found) = document::Entity::find_by_id(id).one(&txn).await? else { continue };
-            write_passages(&txn, &found, settings, now).await?;
-            document::Entity::update_many()
-                .col_expr(document::Column::IndexingStatus, Expr::value(initial_status(embeddings_on)))
-                .col_expr(document::Column::IndexingAvailableAt, Expr::value(now))
-                .filter(document::Column::Id.eq(id))
-                .exec(&txn)
-                .await?;
-            split += 1;
+            let Some(found) = document::Entity::find_by_id(id).one(db).await? else { continue };
+            let chunks = split(&found.content, found.media_type, *settings).await;
+            let txn = begin_write(db).await?;
+            // Split outside the transaction, so it holds no lock meanwhile; an edit that
+            // came in between has written its own passages, so this one stands aside.
+            match lock_document(&txn, id).await? {
+                Some(current) if current.revision == found.revision => {
+                    write_passages(&txn, &current, &chunks, now).await?;
+                    document::Entity::update_many()
+                        .col_expr(document::Column::IndexingStatus, Expr::value(initial_status(embeddings_on)))
+                        .col_expr(document::Column::IndexingAvailableAt, Expr::value(now))
+                        .filter(document::Column::Id.eq(id))
+                        .exec(&txn)
+                        .await?;
+                    txn.commit().await?;
+                    split_count += 1;
+                }
+                _ => txn.rollback().await?,
+            }
         }
-        txn.commit().await?;
     }
 }

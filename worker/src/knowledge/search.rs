@@ -110,17 +110,15 @@ pub async fn full_text(
     let backend = db.get_database_backend();
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let statement = if crate::db::is_postgres(backend) {
-        // The tsvector expression must be exactly the one migration m0017 indexes with GIN.
+        // `search_vector` is the stored tsvector of context and text, GIN-indexed (m0017).
         Statement::from_sql_and_values(
             backend,
             format!(
-                r#"SELECT {COLUMNS},
-                          ts_rank(to_tsvector('english'::regconfig, p."context" || ' ' || p."text"), q)::float8 AS "score"
+                r#"SELECT {COLUMNS}, ts_rank(p."search_vector", q)::float8 AS "score"
                    FROM "knowledge_passages" p
                    JOIN "knowledge_documents" d ON d."id" = p."document_id",
                         websearch_to_tsquery('english', $3) AS q
-                   WHERE p."tenant_id" = $1 AND p."knowledge_space_id" = $2
-                     AND to_tsvector('english'::regconfig, p."context" || ' ' || p."text") @@ q
+                   WHERE p."tenant_id" = $1 AND p."knowledge_space_id" = $2 AND p."search_vector" @@ q
                    ORDER BY "score" DESC, p."id"
                    LIMIT $4"#
             ),
@@ -128,26 +126,30 @@ pub async fn full_text(
         )
     } else {
         let matched: Vec<String> = terms.iter().map(|term| format!("\"{term}\"")).collect();
-        // bm25 weights: the two unindexed key columns, then the context (title and
-        // headings, repeated on every passage of a document) at half the text's weight.
+        // The best matches first, from the FTS table alone (CROSS JOIN keeps SQLite from
+        // running the MATCH once per passage of an outer loop). bm25 weights: the two
+        // unindexed key columns, then the context (title and headings, repeated on every
+        // passage of a document) at half the text's weight.
         Statement::from_sql_and_values(
             backend,
             format!(
-                r#"SELECT {COLUMNS}, -bm25("knowledge_passages_fts", 0.0, 0.0, 0.5, 1.0) AS "score"
-                   FROM "knowledge_passages_fts" f
-                   JOIN "knowledge_passages" p ON p."id" = f."passage_id"
+                r#"SELECT {COLUMNS}, h."score" AS "score"
+                   FROM (SELECT "passage_id", -bm25("knowledge_passages_fts", 0.0, 0.0, 0.5, 1.0) AS "score"
+                         FROM "knowledge_passages_fts"
+                         WHERE "knowledge_passages_fts" MATCH ? AND "knowledge_space_id" = ?
+                         ORDER BY "score" DESC, "passage_id"
+                         LIMIT ?) h
+                   CROSS JOIN "knowledge_passages" p ON p."id" = h."passage_id"
                    JOIN "knowledge_documents" d ON d."id" = p."document_id"
-                   WHERE "knowledge_passages_fts" MATCH ?
-                     AND f."knowledge_space_id" = ? AND p."tenant_id" = ? AND p."knowledge_space_id" = ?
-                   ORDER BY "score" DESC, p."id"
-                   LIMIT ?"#
+                   WHERE p."tenant_id" = ? AND p."knowledge_space_id" = ?
+                   ORDER BY h."score" DESC, p."id""#
             ),
             [
                 matched.join(" OR ").into(),
                 scope.knowledge_space_id.into(),
+                limit.into(),
                 scope.tenant_id.into(),
                 scope.knowledge_space_id.into(),
-                limit.into(),
             ],
         )
     };
@@ -187,13 +189,7 @@ pub async fn vector(
                ORDER BY "passage_id"
                LIMIT ?"#,
         ),
-        [
-            scope.tenant_id.into(),
-            scope.knowledge_space_id.into(),
-            model.into(),
-            dimensions.into(),
-            max_compared.into(),
-        ],
+        [scope.tenant_id.into(), scope.knowledge_space_id.into(), model.into(), dimensions.into(), max_compared.into()],
     );
     let stored = StoredVector::find_by_statement(statement).all(db).await?;
     let query_norm = vectors::norm(query);
@@ -224,7 +220,7 @@ async fn passages(db: &DatabaseConnection, scope: Scope<'_>, ids: &[Uuid]) -> Re
     let backend = db.get_database_backend();
     let marks = vec!["?"; ids.len()].join(", ");
     let sql = format!(
-        r#"SELECT {COLUMNS}, 0.0 AS "score"
+        r#"SELECT {COLUMNS}, CAST(0.0 AS DOUBLE PRECISION) AS "score"
            FROM "knowledge_passages" p JOIN "knowledge_documents" d ON d."id" = p."document_id"
            WHERE p."tenant_id" = ? AND p."knowledge_space_id" = ? AND p."id" IN ({marks})"#
     );
@@ -239,13 +235,11 @@ fn placeholders(backend: sea_orm::DatabaseBackend, sql: &str) -> String {
         return sql.to_owned();
     }
     let mut numbered = String::with_capacity(sql.len() + 16);
-    let mut next = 0;
-    for piece in sql.split('?') {
-        if next > 0 {
-            numbered.push_str(&format!("${next}"));
+    for (index, piece) in sql.split('?').enumerate() {
+        if index > 0 {
+            numbered.push_str(&format!("${index}"));
         }
         numbered.push_str(piece);
-        next += 1;
     }
     numbered
 }
@@ -293,7 +287,8 @@ pub fn fuse(lists: Vec<Vec<Found>>) -> Vec<Found> {
         }
     }
     let mut fused: Vec<Found> = fused.into_values().collect();
-    fused.sort_by(|a, b| b.score.partial_cmp(&a.score).unwrap_or(Ordering::Equal).then(a.passage_id.cmp(&b.passage_id)));
+    fused
+        .sort_by(|a, b| b.score.partial_cmp(&a.score).unwrap_or(Ordering::Equal).then(a.passage_id.cmp(&b.passage_id)));
     fused
 }
 

@@ -5,7 +5,7 @@ use async_graphql::{Context, Object};
 use entity::MemberRole;
 use uuid::Uuid;
 use worker::db::begin_write;
-use worker::knowledge::index::Indexing;
+use worker::knowledge::index::{self, Indexing};
 
 use crate::auth::Principal;
 use crate::error::{ApiError, IntoGql};
@@ -36,18 +36,21 @@ impl DocumentMutation {
             let source_uri = limits::source_uri(input.source_uri)?;
             let metadata = limits::json_object("metadata", input.metadata)?;
             require_role(&app.db, caller, input.knowledge_space_id, MemberRole::can_write_documents).await?;
+            let indexing = indexing(app);
+            let media_type = input.media_type.into();
+            let chunks = index::split(&input.content, media_type, indexing.chunk).await;
             let new = NewDocument {
                 tenant_id: caller.tenant_id.clone(),
                 knowledge_space_id: input.knowledge_space_id,
                 title: input.title,
                 content: input.content,
-                media_type: input.media_type.into(),
+                media_type,
                 source_uri,
                 metadata,
                 created_by: caller.subject_id.clone(),
             };
             let txn = begin_write(&app.db).await?;
-            let document = documents::add(&txn, new, indexing(app), entity::now_millis()).await?;
+            let document = documents::add(&txn, new, &chunks, indexing.embeddings_on, entity::now_millis()).await?;
             txn.commit().await?;
             app.notifier.embeddings_due();
             Ok(KnowledgeDocument(document))
@@ -68,35 +71,49 @@ impl DocumentMutation {
         let run = async {
             let (caller, app) = (principal(ctx)?, state(ctx)?);
             let changes = changes(input, app.settings.max_content_bytes)?;
-            let txn = begin_write(&app.db).await?;
-            let current = writable(&txn, caller, id).await?;
-            if expected_revision.is_some_and(|expected| expected != current.revision) {
-                return Err(ApiError::conflict(format!(
-                    "the document is at revision {}, not {}",
-                    current.revision,
-                    expected_revision.unwrap_or_default()
-                )));
+            let indexing = indexing(app);
+            // Split before the write transaction, so no lock is held while splitting; if
+            // another edit lands in between, split its result again.
+            for _ in 0..SPLIT_ATTEMPTS {
+                let seen = readable(&app.db, caller, id).await?;
+                check_revision(&seen, expected_revision)?;
+                let (content, media_type) = changes.apply_to(&seen);
+                let chunks = index::split(content, media_type, indexing.chunk).await;
+                let txn = begin_write(&app.db).await?;
+                let current = writable(&txn, caller, id).await?;
+                if current.revision != seen.revision {
+                    txn.rollback().await?;
+                    continue;
+                }
+                let now = entity::now_millis();
+                let editor = &caller.subject_id;
+                let updated =
+                    documents::update(&txn, current, changes, editor, &chunks, indexing.embeddings_on, now).await?;
+                txn.commit().await?;
+                app.notifier.embeddings_due();
+                return Ok(KnowledgeDocument(updated));
             }
-            let updated =
-                documents::update(&txn, current, changes, &caller.subject_id, indexing(app), entity::now_millis())
-                    .await?;
-            txn.commit().await?;
-            app.notifier.embeddings_due();
-            Ok(KnowledgeDocument(updated))
+            Err(ApiError::conflict("the document kept changing while this edit was prepared; try again"))
         };
         run.await.gql()
     }
 
     /// Removes a document and its passages; research no longer retrieves it, while
-    /// evidence already written keeps its text. Returns the removed id. Editors and owners.
-    async fn remove_knowledge_document(&self, ctx: &Context<'_>, id: Uuid) -> async_graphql::Result<Uuid> {
+    /// evidence already written keeps its text. True when it was removed; false when there
+    /// is no such document the caller can see (removing twice answers false). Editors and
+    /// owners; viewers and API keys are `FORBIDDEN`.
+    async fn remove_knowledge_document(&self, ctx: &Context<'_>, id: Uuid) -> async_graphql::Result<bool> {
         let run = async {
             let (caller, app) = (principal(ctx)?, state(ctx)?);
             let txn = begin_write(&app.db).await?;
-            let current = writable(&txn, caller, id).await?;
+            let current = match writable(&txn, caller, id).await {
+                Ok(current) => current,
+                Err(ApiError::NotFound) => return Ok(false),
+                Err(other) => return Err(other),
+            };
             documents::remove(&txn, current).await?;
             txn.commit().await?;
-            Ok(id)
+            Ok(true)
         };
         run.await.gql()
     }
@@ -105,6 +122,30 @@ impl DocumentMutation {
 /// How this server indexes what it writes.
 fn indexing(app: &AppState) -> Indexing {
     Indexing::from_settings(&app.settings.worker)
+}
+
+/// Edits of one document that race with others are prepared at most this often.
+const SPLIT_ATTEMPTS: usize = 3;
+
+/// `CONFLICT` when the caller expected another revision.
+fn check_revision(document: &entity::knowledge_document::Model, expected: Option<i32>) -> Result<(), ApiError> {
+    match expected {
+        Some(expected) if expected != document.revision => {
+            Err(ApiError::conflict(format!("the document is at revision {}, not {expected}", document.revision)))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The document, unlocked, if the caller may change it (as [`writable`] answers).
+async fn readable(
+    db: &sea_orm::DatabaseConnection,
+    caller: &Principal,
+    id: Uuid,
+) -> Result<entity::knowledge_document::Model, ApiError> {
+    let document = documents::find(db, &caller.tenant_id, id).await?.ok_or(ApiError::NotFound)?;
+    require_role(db, caller, document.knowledge_space_id, MemberRole::can_write_documents).await?;
+    Ok(document)
 }
 
 /// The document, locked, if the caller may change it: `NOT_FOUND` when it does not exist

@@ -10,9 +10,4 @@ use async_graphql::MergedObject;
 /// Writes.
 #[derive(MergedObject, Default)]
 #[graphql(name = "Mutation")]
-pub struct MutationRoot(
-    spaces::SpaceMutation,
-    documents::DocumentMutation,
-    keys::KeyMutation,
-    tasks::TaskMutation,
-);
+pub struct MutationRoot(spaces::SpaceMutation, documents::DocumentMutation, keys::KeyMutation, tasks::TaskMutation);

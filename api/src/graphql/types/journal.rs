@@ -49,6 +49,9 @@ impl ResearchTaskPartialResult {
     async fn sequence(&self) -> i32 {
         self.0.sequence
     }
+    /// `{ kind: "retrieval", sub_query, passages: [item…] }` for each sub-query's
+    /// candidates, then `{ kind: "evidence", evidence: [item…] }` for what analysis kept;
+    /// each item as in `AnswerTrace.evidence`, without `citation`.
     async fn evidence_bundle(&self) -> Json<Value> {
         Json(self.0.evidence_bundle.clone())
     }

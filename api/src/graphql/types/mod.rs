@@ -10,12 +10,12 @@ mod trace;
 mod viewer;
 
 pub use api_key::{ApiKey, CreatedApiKey};
+pub use document::KnowledgeDocument;
 pub use inputs::{
     AddKnowledgeDocumentInput, AddKnowledgeSpaceMemberInput, CreateApiKeyInput, CreateKnowledgeSpaceInput,
     CreateResearchTaskInput, UpdateKnowledgeDocumentInput,
 };
 pub use journal::{ResearchTaskPartialResult, ResearchTaskProgressEvent};
-pub use document::KnowledgeDocument;
 pub use space::{KnowledgeSpace, KnowledgeSpaceMember};
 pub use task::ResearchTask;
 pub use trace::AnswerTrace;

@@ -31,7 +31,14 @@ impl AnswerTrace {
     async fn answer(&self) -> &str {
         &self.0.answer
     }
-    /// The cited evidence, in citation order.
+    /// The cited evidence, in citation order: a JSON array of items `{ citation,
+    /// document_id, title, snippet, score, passage_id, text, char_start, char_end,
+    /// heading_path, rankers }`. `char_start`/`char_end` index the document's content in
+    /// Unicode code points, half-open (for HTML, the markup of the block); `text` (and
+    /// `snippet`, the same) is the passage as it was used, kept even after the document
+    /// changes; `rankers` lists `{ ranker: "full_text" | "vector", rank, score }`. `score`
+    /// is the full-text score, or the fused reciprocal-rank score when vectors took part.
+    /// Traces from before passages lack the passage keys.
     async fn evidence(&self) -> Json<Value> {
         Json(self.0.evidence.clone())
     }

@@ -10,17 +10,56 @@ use super::Block;
 
 /// Elements that are blocks of their own.
 const LEAVES: &[&[u8]] = &[
-    b"p", b"li", b"h1", b"h2", b"h3", b"h4", b"h5", b"h6", b"pre", b"blockquote", b"td", b"th", b"dt", b"dd",
-    b"figcaption", b"caption", b"address", b"summary", b"legend",
+    b"p",
+    b"li",
+    b"h1",
+    b"h2",
+    b"h3",
+    b"h4",
+    b"h5",
+    b"h6",
+    b"pre",
+    b"blockquote",
+    b"td",
+    b"th",
+    b"dt",
+    b"dd",
+    b"figcaption",
+    b"caption",
+    b"address",
+    b"summary",
+    b"legend",
 ];
 /// Leaves that a start tag of the same kind closes when their end tag is missing.
 const SELF_CLOSING_SIBLINGS: &[&[u8]] = &[b"p", b"li", b"td", b"th", b"dt", b"dd"];
 /// Elements whose content is not text.
-const SKIPPED: &[&[u8]] = &[b"script", b"style", b"template", b"noscript", b"head", b"svg", b"math", b"iframe", b"object"];
+const SKIPPED: &[&[u8]] =
+    &[b"script", b"style", b"template", b"noscript", b"head", b"svg", b"math", b"iframe", b"object"];
 /// Containers whose tags end a run of loose text (and a leaf whose end tag is missing).
 const CONTAINERS: &[&[u8]] = &[
-    b"html", b"body", b"div", b"section", b"article", b"main", b"header", b"footer", b"aside", b"nav", b"form",
-    b"ul", b"ol", b"dl", b"table", b"thead", b"tbody", b"tfoot", b"tr", b"figure", b"details", b"fieldset", b"hr",
+    b"html",
+    b"body",
+    b"div",
+    b"section",
+    b"article",
+    b"main",
+    b"header",
+    b"footer",
+    b"aside",
+    b"nav",
+    b"form",
+    b"ul",
+    b"ol",
+    b"dl",
+    b"table",
+    b"thead",
+    b"tbody",
+    b"tfoot",
+    b"tr",
+    b"figure",
+    b"details",
+    b"fieldset",
+    b"hr",
 ];
 
 /// The leaf being read: its element, and how many elements of the same name are open
@@ -75,7 +114,12 @@ pub(super) fn blocks(content: &str) -> Vec<Block> {
                     }
                     finish_leaf(&mut leaf, tag.span.start, &mut headings, &mut blocks);
                 }
-                let block = Block { source: tag.span.start..tag.span.end, headings: path(&headings), heading: heading_level(&name), ..Block::default() };
+                let block = Block {
+                    source: tag.span.start..tag.span.end,
+                    headings: path(&headings),
+                    heading: heading_level(&name),
+                    ..Block::default()
+                };
                 leaf = Some(Open { tag: name, nested: 0, block });
             }
             Token::EndTag(tag) => {

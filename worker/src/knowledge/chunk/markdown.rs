@@ -36,10 +36,10 @@ pub(super) fn blocks(content: &str) -> Vec<Block> {
             Event::End(end) => {
                 if depth > 0 {
                     depth -= 1;
-                    if matches!(end, TagEnd::TableCell) {
-                        if let Some(block) = current.as_mut() {
-                            block.text.push_str(" | ");
-                        }
+                    if matches!(end, TagEnd::TableCell)
+                        && let Some(block) = current.as_mut()
+                    {
+                        block.text.push_str(" | ");
                     }
                     continue;
                 }

@@ -138,19 +138,17 @@ pub fn chunk(content: &str, media: MediaType, settings: &ChunkSettings) -> Vec<C
     let mut chars = CharIndex::new(content);
     packed
         .into_iter()
+        .map(|(source, headings, text)| (source, headings, collapse_whitespace(&text)))
+        .filter(|(_, _, text)| !text.is_empty())
         .enumerate()
-        .map(|(ordinal, (source, headings, text))| {
-            let text = collapse_whitespace(&text);
-            Chunk {
-                ordinal: i32::try_from(ordinal).unwrap_or(i32::MAX),
-                char_start: chars.of(source.start),
-                char_end: chars.of(source.end),
-                heading_path: headings,
-                tokens: usize::try_from(estimate_tokens(&text)).unwrap_or(0),
-                text,
-            }
+        .map(|(ordinal, (source, headings, text))| Chunk {
+            ordinal: i32::try_from(ordinal).unwrap_or(i32::MAX),
+            char_start: chars.of(source.start),
+            char_end: chars.of(source.end),
+            heading_path: headings,
+            tokens: usize::try_from(estimate_tokens(&text)).unwrap_or(0),
+            text,
         })
-        .filter(|chunk| !chunk.text.is_empty())
         .collect()
 }
 
@@ -198,7 +196,9 @@ fn windows(text: &str, settings: &ChunkSettings) -> Vec<Range<usize>> {
         if token_count(sentence) <= settings.target_tokens {
             pieces.push(start..start + sentence.len());
         } else {
-            pieces.extend(cut(sentence, settings.target_tokens).into_iter().map(|piece| start + piece.start..start + piece.end));
+            pieces.extend(
+                cut(sentence, settings.target_tokens).into_iter().map(|piece| start + piece.start..start + piece.end),
+            );
         }
     }
     let mut windows = Vec::new();
@@ -206,7 +206,8 @@ fn windows(text: &str, settings: &ChunkSettings) -> Vec<Range<usize>> {
     while first < pieces.len() {
         let mut last = first;
         let mut tokens = token_count(&text[pieces[first].clone()]);
-        while last + 1 < pieces.len() && tokens + token_count(&text[pieces[last + 1].clone()]) <= settings.target_tokens {
+        while last + 1 < pieces.len() && tokens + token_count(&text[pieces[last + 1].clone()]) <= settings.target_tokens
+        {
             last += 1;
             tokens += token_count(&text[pieces[last].clone()]);
         }
@@ -235,7 +236,11 @@ fn cut(sentence: &str, target_tokens: usize) -> Vec<Range<usize>> {
         let mut end = sentence.len();
         if sentence[start..].chars().count() > most {
             let limit = sentence[start..].char_indices().nth(most).map_or(sentence.len(), |(at, _)| start + at);
-            end = sentence[start..limit].rfind(char::is_whitespace).map(|at| start + at + 1).filter(|&at| at > start).unwrap_or(limit);
+            end = sentence[start..limit]
+                .rfind(char::is_whitespace)
+                .map(|at| start + at + 1)
+                .filter(|&at| at > start)
+                .unwrap_or(limit);
         }
         pieces.push(start..end);
         start = end;

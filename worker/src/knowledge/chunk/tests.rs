@@ -62,8 +62,10 @@ fn small_paragraphs_merge_up_to_the_target() {
 fn markdown_headings_become_the_heading_path_and_are_not_passages() {
     let content = "# Tides\n\nIntro about the sea.\n\n## Causes\n\nThe **moon** pulls.\n\n- a list item\n- another one\n\n### Detail\n\nDeep text.\n\n## Effects\n\nFloods.\n";
     let chunks = chunk(content, MediaType::TextMarkdown, &settings(200, 0));
-    let found: Vec<(Vec<&str>, &str)> =
-        chunks.iter().map(|chunk| (chunk.heading_path.iter().map(String::as_str).collect(), chunk.text.as_str())).collect();
+    let found: Vec<(Vec<&str>, &str)> = chunks
+        .iter()
+        .map(|chunk| (chunk.heading_path.iter().map(String::as_str).collect(), chunk.text.as_str()))
+        .collect();
     assert_eq!(
         found,
         vec![
@@ -98,7 +100,10 @@ fn html_blocks_span_their_markup_and_skip_scripts() {
     let texts: Vec<&str> = chunks.iter().map(|chunk| chunk.text.as_str()).collect();
     assert_eq!(texts, ["Bees make honey & wax. Workers Drones Loose text in a div", "Boxes"]);
     let first = slice(content, &chunks[0]);
-    assert!(first.starts_with("<p>Bees make <b>honey</b> &amp; wax.</p>") && first.ends_with("Loose text in a div"), "{first:?}");
+    assert!(
+        first.starts_with("<p>Bees make <b>honey</b> &amp; wax.</p>") && first.ends_with("Loose text in a div"),
+        "{first:?}"
+    );
     assert_eq!(chunks[0].heading_path, ["Bees"]);
     assert_eq!(chunks[1].heading_path, ["Bees", "Hives"]);
     // Unmerged, each block's range is its own markup.
@@ -164,4 +169,74 @@ fn settings_refuse_an_overlap_that_would_not_advance() {
     assert!(settings(100, 60).validated().is_err());
     assert!(settings(8, 0).validated().is_err());
     assert!(ChunkSettings::default().validated().is_ok());
+}
+
+#[test]
+fn any_input_in_any_format_gives_ordered_ranges_within_the_content() {
+    // Fragments that stress each parser: unclosed and stray tags, entities, comments,
+    // CDATA, Markdown fences and tables left open, lone surrogates' replacements, NUL-free
+    // control characters, right-to-left and combining marks.
+    let pieces = [
+        "<p>",
+        "</p>",
+        "<b>",
+        "</div>",
+        "<!-- c",
+        "-->",
+        "&amp;",
+        "&#x1F600;",
+        "&bogus;",
+        "<![CDATA[x]]>",
+        "<script>",
+        "</script>",
+        "<li>",
+        "# ",
+        "## h",
+        "```",
+        "|a|b|",
+        "\n",
+        "\n\n",
+        "- ",
+        "> ",
+        "*",
+        "_",
+        "`",
+        "\u{202E}",
+        "e\u{301}",
+        "東京",
+        "\u{FFFD}",
+        "\t",
+        "word ",
+        "Sentence one. ",
+        "Two? ",
+        "<",
+        ">",
+        "&",
+    ];
+    let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for _ in 0..400 {
+        let length = (next() % 200) as usize;
+        let content: String = (0..length).map(|_| pieces[(next() % pieces.len() as u64) as usize]).collect();
+        let total = content.chars().count();
+        for media in [MediaType::TextPlain, MediaType::TextMarkdown, MediaType::TextHtml] {
+            let chunks = chunk(&content, media, &settings(16, 4));
+            let mut previous_start = 0;
+            for (ordinal, piece) in chunks.iter().enumerate() {
+                assert_eq!(piece.ordinal as usize, ordinal);
+                assert!(
+                    piece.char_start <= piece.char_end && piece.char_end <= total,
+                    "{media:?} {content:?}: {piece:?}"
+                );
+                assert!(piece.char_start >= previous_start, "{media:?} {content:?}: passages out of order");
+                assert!(!piece.text.is_empty());
+                previous_start = piece.char_start;
+            }
+        }
+    }
 }
