@@ -126,6 +126,11 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
     if !settings.is_sqlite() && settings.uses_development_secret() {
         anyhow::bail!("KFS_JWT_SECRET must be set when running on PostgreSQL");
     }
+    // A worker that cannot run its engine is refused before anything starts.
+    let engine = match settings.embedded_worker {
+        true => Some(worker::runtime::research_engine(&settings.worker).context("configuring the research engine")?),
+        false => None,
+    };
     settings.prepare_storage().context("creating the database directory")?;
     let db = worker::db::connect_and_migrate(&settings.database_url)
         .await
@@ -160,11 +165,11 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
         &tracker,
     );
     let state = AppState { db: db.clone(), notifier: notifier.clone(), settings: settings.clone(), live };
-    if settings.embedded_worker {
+    if let Some(engine) = engine {
         // The listener above already wakes the embedded loops; a second LISTEN would only
         // repeat it. (Their polling covers a gap.)
         let worker_settings = worker::config::WorkerSettings { pg_listen: false, ..settings.worker.clone() };
-        worker::runtime::spawn(db, notifier, worker_settings, shutdown.clone(), &tracker);
+        worker::runtime::spawn_with_engine(db, notifier, worker_settings, engine, shutdown.clone(), &tracker);
     }
     let app = router(state.clone(), shutdown.clone())?;
     let stop = shutdown.clone();

@@ -14,6 +14,7 @@ mod m0004_knowledge_documents;
 mod m0015_research_task_jobs;
 mod m0016_answer_trace_task_link;
 mod m0017_knowledge_passages;
+mod m0018_answer_drafts;
 mod raw;
 
 /// The ordered list of migrations.
@@ -30,6 +31,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0015_research_task_jobs::Migration),
             Box::new(m0016_answer_trace_task_link::Migration),
             Box::new(m0017_knowledge_passages::Migration),
+            Box::new(m0018_answer_drafts::Migration),
         ]
     }
 }

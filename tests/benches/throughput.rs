@@ -141,7 +141,7 @@ async fn measure(db: &TestDb, workers: usize) -> anyhow::Result<Figure> {
     let started = Instant::now();
     for (index, pool) in pools.iter().enumerate() {
         let settings = WorkerSettings { worker_id: format!("bench-{}", index + 1), ..WorkerSettings::default() };
-        worker::runtime::spawn(pool.clone(), Notifier::new(), settings, shutdown.clone(), &tracker);
+        worker::runtime::spawn(pool.clone(), Notifier::new(), settings, shutdown.clone(), &tracker)?;
     }
     let outcome = wait_for_all(db, space, started).await;
     let elapsed = started.elapsed();

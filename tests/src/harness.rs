@@ -33,19 +33,36 @@ pub struct DbTest {
     pub run: fn(TestDb) -> TestFuture,
     /// Whether it drives a real browser (Chromium): without one it is listed as ignored.
     pub needs_chromium: bool,
+    /// Whether it calls a real model endpoint (`KFS_TEST_OPENAI_BASE_URL`): without one it
+    /// is listed as ignored.
+    pub needs_real_model: bool,
 }
 
 impl DbTest {
     /// A test named after the module it is defined in (`module_path!()`, without the
     /// crate) and its function name.
     pub fn new(module_path: &str, name: &str, backends: &'static [Backend], run: fn(TestDb) -> TestFuture) -> Self {
-        Self { name: qualified(module_path, name), backends, run, needs_chromium: false }
+        Self { name: qualified(module_path, name), backends, run, needs_chromium: false, needs_real_model: false }
     }
 
     /// The same test, marked as driving Chromium.
     pub fn needing_chromium(self) -> Self {
         Self { needs_chromium: true, ..self }
     }
+
+    /// The same test, marked as calling the real model endpoint [`real_model`] names.
+    pub fn needing_real_model(self) -> Self {
+        Self { needs_real_model: true, ..self }
+    }
+}
+
+/// A real OpenAI-compatible endpoint to smoke-test against: `KFS_TEST_OPENAI_BASE_URL`, with
+/// `KFS_TEST_OPENAI_MODEL` (default `gpt-4o-mini`) and, if it needs one,
+/// `KFS_TEST_OPENAI_API_KEY`.
+pub fn real_model() -> Option<(String, String, Option<String>)> {
+    let base_url = std::env::var("KFS_TEST_OPENAI_BASE_URL").ok().filter(|url| !url.trim().is_empty())?;
+    let model = std::env::var("KFS_TEST_OPENAI_MODEL").unwrap_or_else(|_| "gpt-4o-mini".to_owned());
+    Some((base_url, model, std::env::var("KFS_TEST_OPENAI_API_KEY").ok()))
 }
 
 /// The Chromium the browser tests drive: `KFS_CHROMIUM`, or Debian's package.
@@ -170,6 +187,13 @@ fn skipped_banners(config: &TestConfig, db_tests: &[DbTest]) -> Vec<String> {
             chromium().display()
         ));
     }
+    if db_tests.iter().any(|test| test.needs_real_model) && real_model().is_none() {
+        banners.push(
+            "Real-model smoke test SKIPPED: KFS_TEST_OPENAI_BASE_URL is not set (with KFS_TEST_OPENAI_MODEL and \
+             KFS_TEST_OPENAI_API_KEY as the endpoint needs)"
+                .to_owned(),
+        );
+    }
     banners
 }
 
@@ -181,7 +205,8 @@ fn trials(config: &TestConfig, db_tests: Vec<DbTest>, plain_tests: Vec<PlainTest
             let config = config.clone();
             let run = test.run;
             let skipped = (backend == Backend::Postgres && config.postgres_url.is_none())
-                || (test.needs_chromium && !chromium().is_file());
+                || (test.needs_chromium && !chromium().is_file())
+                || (test.needs_real_model && real_model().is_none());
             let name = format!("{}::{}", test.name, backend.name());
             let trial = Trial::test(name, move || on_runtime(TestDb::run(backend, &config, run)));
             trials.push(trial.with_ignored_flag(skipped));

@@ -2,7 +2,8 @@
 //! ([`TestDb`]), a libtest-compatible runner that turns each database test into one trial
 //! per backend ([`harness`]), fixtures, constraint assertions, schema dumps, a real server on
 //! port 0 ([`server`]), a GraphQL-over-WebSocket client for it ([`ws`]), a scriptable
-//! OpenAI-compatible embeddings endpoint ([`embedding_server`]), and the workspace's
+//! OpenAI-compatible embeddings endpoint ([`embedding_server`]), a scriptable
+//! OpenAI-compatible chat-completions endpoint ([`openai_server`]), and the workspace's
 //! `api` and `worker` binaries as child processes ([`process`]).
 //!
 //! Test binaries declare `harness = false`, list their tests with [`db_tests!`] and
@@ -13,6 +14,7 @@ pub mod embedding_server;
 pub mod fixtures;
 pub mod harness;
 pub mod hostile;
+pub mod openai_server;
 pub mod process;
 pub mod retrieval_eval;
 pub mod schema;

@@ -10,13 +10,161 @@ pub use crate::knowledge::chunk::ChunkSettings;
 
 /// The environment variables every binary reads into its settings, over what the TOML file
 /// said: `KFS_WORKER_<FIELD>` into `[worker]`, `KFS_CHUNK_<FIELD>` into `[worker.chunk]`,
-/// `KFS_EMBEDDINGS_<FIELD>` into `[worker.embeddings]`, and `DATABASE_URL`.
+/// `KFS_EMBEDDINGS_<FIELD>` into `[worker.embeddings]`, `KFS_ENGINE` into
+/// `[worker.engine] kind`, `KFS_OPENAI_<FIELD>` into `[worker.openai]`, and `DATABASE_URL`.
 pub fn environment(figment: Figment) -> Figment {
     figment
         .merge(Env::prefixed("KFS_WORKER_").map(|key| format!("worker.{key}").into()))
         .merge(Env::prefixed("KFS_CHUNK_").map(|key| format!("worker.chunk.{key}").into()))
         .merge(Env::prefixed("KFS_EMBEDDINGS_").map(|key| format!("worker.embeddings.{key}").into()))
+        .merge(Env::raw().only(&["KFS_ENGINE"]).map(|_| "worker.engine.kind".into()))
+        .merge(Env::prefixed("KFS_OPENAI_").map(|key| format!("worker.openai.{key}").into()))
         .merge(Env::raw().only(&["DATABASE_URL"]))
+}
+
+/// Which engine runs the stages (`KFS_ENGINE`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineKind {
+    /// No model: planning by splitting, extractive answers.
+    #[default]
+    Builtin,
+    /// An OpenAI-compatible chat-completions endpoint (`KFS_OPENAI_*`).
+    Openai,
+}
+
+/// An OpenAI-compatible chat-completions endpoint (`POST {base_url}/chat/completions`:
+/// OpenAI, Ollama, vLLM, llama.cpp server, LiteLLM…), used when `KFS_ENGINE=openai`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct OpenAiSettings {
+    /// `KFS_OPENAI_BASE_URL`, e.g. `https://api.openai.com/v1` or `http://127.0.0.1:11434/v1`.
+    pub base_url: Option<String>,
+    /// `KFS_OPENAI_API_KEY`: sent as a bearer token; never logged, returned or quoted.
+    pub api_key: Option<SecretString>,
+    /// `KFS_OPENAI_MODEL`: the model of every mode without its own.
+    pub model: Option<String>,
+    /// `KFS_OPENAI_MODEL_FAST`.
+    pub model_fast: Option<String>,
+    /// `KFS_OPENAI_MODEL_RESEARCH`.
+    pub model_research: Option<String>,
+    /// `KFS_OPENAI_MODEL_DEEP`.
+    pub model_deep: Option<String>,
+    /// `KFS_OPENAI_TIMEOUT_MS`: how long one request may take, stream included.
+    pub timeout_ms: u64,
+    /// `KFS_OPENAI_MAX_OUTPUT_TOKENS`: the most tokens one call may write (`max_tokens`).
+    pub max_output_tokens: u32,
+    /// `KFS_OPENAI_INPUT_USD_PER_1M`: dollars per million prompt tokens (0 for a local
+    /// server); required, so a budget is never checked against a price nobody set.
+    pub input_usd_per_1m: Option<f64>,
+    /// `KFS_OPENAI_OUTPUT_USD_PER_1M`: dollars per million completion tokens; required.
+    pub output_usd_per_1m: Option<f64>,
+    /// `KFS_OPENAI_MAX_RETRIES`: retries of one call after a transient failure (429, 5xx,
+    /// a timeout, a dropped connection) before the attempt fails.
+    pub max_retries: u32,
+}
+
+impl Default for OpenAiSettings {
+    fn default() -> Self {
+        Self {
+            base_url: None,
+            api_key: None,
+            model: None,
+            model_fast: None,
+            model_research: None,
+            model_deep: None,
+            timeout_ms: 120_000,
+            max_output_tokens: 1_024,
+            input_usd_per_1m: None,
+            output_usd_per_1m: None,
+            max_retries: 3,
+        }
+    }
+}
+
+/// A checked chat endpoint: everything the `openai` engine needs, validated at start.
+#[derive(Debug, Clone)]
+pub struct ChatEndpoint {
+    /// The base URL, without a trailing slash.
+    pub base_url: String,
+    /// The bearer token, if the endpoint wants one.
+    pub api_key: Option<SecretString>,
+    /// The model of modes without their own.
+    pub model: String,
+    /// Per-mode models: fast, research, deep.
+    pub mode_models: [Option<String>; 3],
+    /// One request's time limit.
+    pub timeout: std::time::Duration,
+    /// `max_tokens` of every call.
+    pub max_output_tokens: u32,
+    /// Dollars per million prompt tokens.
+    pub input_usd_per_1m: f64,
+    /// Dollars per million completion tokens.
+    pub output_usd_per_1m: f64,
+    /// Retries of one call.
+    pub max_retries: u32,
+}
+
+impl OpenAiSettings {
+    /// The endpoint, or every reason the settings are incomplete or wrong.
+    pub fn endpoint(&self) -> Result<ChatEndpoint, String> {
+        fn present(value: &Option<String>) -> Option<&str> {
+            value.as_deref().map(str::trim).filter(|value| !value.is_empty())
+        }
+        let mut problems = Vec::new();
+        let base_url = present(&self.base_url).map(|url| url.trim_end_matches('/').to_owned());
+        match &base_url {
+            None => problems.push("KFS_OPENAI_BASE_URL is not set".to_owned()),
+            Some(url)
+                if !(url.starts_with("http://") || url.starts_with("https://"))
+                    || reqwest::Url::parse(url).is_err() =>
+            {
+                problems.push(format!("KFS_OPENAI_BASE_URL must be an http:// or https:// URL (got {url:?})"));
+            }
+            Some(_) => {}
+        }
+        let model = present(&self.model);
+        if model.is_none() {
+            problems.push("KFS_OPENAI_MODEL is not set".to_owned());
+        }
+        let price = |value: Option<f64>, name: &str, problems: &mut Vec<String>| match value {
+            Some(price) if price.is_finite() && price >= 0.0 => price,
+            Some(_) => {
+                problems.push(format!("{name} must be a price of zero or more"));
+                0.0
+            }
+            None => {
+                problems.push(format!("{name} is not set (dollars per million tokens; 0 for a local server)"));
+                0.0
+            }
+        };
+        let input_usd_per_1m = price(self.input_usd_per_1m, "KFS_OPENAI_INPUT_USD_PER_1M", &mut problems);
+        let output_usd_per_1m = price(self.output_usd_per_1m, "KFS_OPENAI_OUTPUT_USD_PER_1M", &mut problems);
+        if self.timeout_ms == 0 {
+            problems.push("KFS_OPENAI_TIMEOUT_MS must be more than 0".to_owned());
+        }
+        if self.max_output_tokens == 0 {
+            problems.push("KFS_OPENAI_MAX_OUTPUT_TOKENS must be more than 0".to_owned());
+        }
+        if !problems.is_empty() {
+            return Err(format!("KFS_ENGINE=openai needs a complete configuration: {}", problems.join("; ")));
+        }
+        Ok(ChatEndpoint {
+            base_url: base_url.unwrap_or_default(),
+            api_key: self.api_key.clone(),
+            model: model.unwrap_or_default().to_owned(),
+            mode_models: [
+                present(&self.model_fast).map(str::to_owned),
+                present(&self.model_research).map(str::to_owned),
+                present(&self.model_deep).map(str::to_owned),
+            ],
+            timeout: std::time::Duration::from_millis(self.timeout_ms),
+            max_output_tokens: self.max_output_tokens,
+            input_usd_per_1m,
+            output_usd_per_1m,
+            max_retries: self.max_retries,
+        })
+    }
 }
 
 /// An OpenAI-compatible embeddings endpoint (`POST {base_url}/embeddings`: OpenAI, Ollama,
@@ -128,12 +276,20 @@ pub struct WorkerSettings {
     pub chunk: ChunkSettings,
     /// The embeddings endpoint, if any (`KFS_EMBEDDINGS_*`).
     pub embeddings: EmbeddingSettings,
+    /// The chat endpoint of the `openai` engine (`KFS_OPENAI_*`).
+    pub openai: OpenAiSettings,
+    /// The least time between two writes of a task's answer draft while a model streams
+    /// it, in milliseconds: what `researchTaskAnswer` subscribers in other processes wait
+    /// at most for the next words (this process's hear them as soon as they are written).
+    pub answer_draft_ms: u64,
 }
 
-/// Prices and defaults of the built-in engine.
+/// Which engine runs, and the prices and defaults of the built-in one.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default)]
 pub struct EngineSettings {
+    /// `KFS_ENGINE`: `builtin` (the default) or `openai`.
+    pub kind: EngineKind,
     /// US dollars per 1,000 input tokens.
     pub input_usd_per_1k_tokens: f64,
     /// US dollars per 1,000 output tokens.
@@ -147,6 +303,7 @@ pub struct EngineSettings {
 impl Default for EngineSettings {
     fn default() -> Self {
         Self {
+            kind: EngineKind::Builtin,
             input_usd_per_1k_tokens: 0.0005,
             output_usd_per_1k_tokens: 0.0015,
             default_top_k: 5,
@@ -174,6 +331,8 @@ impl Default for WorkerSettings {
             engine: EngineSettings::default(),
             chunk: ChunkSettings::default(),
             embeddings: EmbeddingSettings::default(),
+            openai: OpenAiSettings::default(),
+            answer_draft_ms: 100,
         }
     }
 }

@@ -46,6 +46,53 @@ impl CostReport {
     }
 }
 
+/// The calls to a model one stage run made, each with what it cost: what the stage spent
+/// even when it fails, so a failed attempt's spending still counts against the budget.
+#[derive(Debug, Default)]
+pub struct CallLog {
+    calls: std::sync::Mutex<Vec<(CostReport, Value)>>,
+}
+
+impl CallLog {
+    /// Records a call: its cost and what to say about it (model, status, whether the
+    /// tokens were estimated).
+    pub fn record(&self, cost: CostReport, detail: Value) {
+        self.lock().push((cost, detail));
+    }
+
+    /// What the calls cost together.
+    pub fn total(&self) -> CostReport {
+        self.lock().iter().fold(CostReport::default(), |sum, (cost, _)| CostReport {
+            input_tokens: sum.input_tokens + cost.input_tokens,
+            output_tokens: sum.output_tokens + cost.output_tokens,
+            usd_nanos: sum.usd_nanos + cost.usd_nanos,
+        })
+    }
+
+    /// One record per call: its detail with its cost.
+    pub fn records(&self) -> Vec<Value> {
+        self.lock()
+            .iter()
+            .map(|(cost, detail)| {
+                let mut record = cost.to_json();
+                if let (Value::Object(record), Value::Object(detail)) = (&mut record, detail) {
+                    record.extend(detail.clone());
+                }
+                record
+            })
+            .collect()
+    }
+
+    /// Whether any call was made.
+    pub fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(CostReport, Value)>> {
+        self.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
 /// Whole nanodollars, rounded.
 pub fn usd_to_nanos(usd: f64) -> i64 {
     (usd * NANOS_PER_USD).round() as i64
@@ -87,6 +134,8 @@ fn add(total: &Value, delta: &Value) -> Value {
             }
             Value::Object(merged)
         }
+        // Per-call records accumulate: each stage and attempt adds its calls after the others.
+        (Value::Array(left), Value::Array(right)) => Value::Array(left.iter().chain(right).cloned().collect()),
         (Value::Number(left), Value::Number(right)) => match (left.as_i64(), right.as_i64()) {
             (Some(a), Some(b)) => json!(a.saturating_add(b)),
             _ => json!(left.as_f64().unwrap_or(0.0) + right.as_f64().unwrap_or(0.0)),
@@ -100,6 +149,7 @@ fn add(total: &Value, delta: &Value) -> Value {
 /// engines that reported dollars only), so the sum is taken over integers.
 fn with_nanos(value: &Value) -> Value {
     match value {
+        Value::Array(items) => Value::Array(items.iter().map(with_nanos).collect()),
         Value::Object(fields) => {
             let mut copy: Map<String, Value> =
                 fields.iter().map(|(key, value)| (key.clone(), with_nanos(value))).collect();
@@ -114,11 +164,15 @@ fn with_nanos(value: &Value) -> Value {
 
 /// Sets every `usd` beside a `usd_nanos` to `usd_nanos / 1e9`.
 fn derive_usd(value: &mut Value) {
-    if let Value::Object(fields) = value {
-        if let Some(nanos) = fields.get("usd_nanos").and_then(Value::as_i64) {
-            fields.insert("usd".into(), json!(nanos_to_usd(nanos)));
+    match value {
+        Value::Object(fields) => {
+            if let Some(nanos) = fields.get("usd_nanos").and_then(Value::as_i64) {
+                fields.insert("usd".into(), json!(nanos_to_usd(nanos)));
+            }
+            fields.values_mut().for_each(derive_usd);
         }
-        fields.values_mut().for_each(derive_usd);
+        Value::Array(items) => items.iter_mut().for_each(derive_usd),
+        _ => {}
     }
 }
 
@@ -150,6 +204,17 @@ mod tests {
     fn prices_per_million_round_once() {
         let report = CostReport::at_prices(1_000, 500, 0.5, 1.5);
         assert_eq!(report.usd_nanos, 1_250_000);
+    }
+
+    #[test]
+    fn per_call_records_accumulate_in_order() {
+        let first = json!({ "stages": { "planning": { "calls": [{ "usd_nanos": 5 }] } } });
+        let second = json!({ "stages": { "planning": { "calls": [{ "usd_nanos": 7 }] } } });
+        let merged = merge(&first, &second);
+        assert_eq!(
+            merged["stages"]["planning"]["calls"],
+            json!([{ "usd_nanos": 5, "usd": 5e-9 }, { "usd_nanos": 7, "usd": 7e-9 }])
+        );
     }
 
     #[test]

@@ -12,6 +12,7 @@ use uuid::Uuid;
 
 use unicode_segmentation::UnicodeSegmentation as _;
 
+pub use crate::answer::{AnswerSink, Composer};
 use crate::config::EngineSettings;
 pub use crate::knowledge::retrieve::Retriever;
 use crate::knowledge::search::{Found, Scope};
@@ -20,8 +21,9 @@ pub use crate::knowledge::search::{Ranker, RankerHit, search_terms};
 /// Re-exported so engines written elsewhere implement [`ResearchEngine`] with the same macro.
 pub use async_trait::async_trait;
 
-/// What a stage may use: the database (for retrieval), the task, and a token cancelled
-/// when the worker loses its lease (engines that spawn work must stop on it).
+/// What a stage may use: the database (for retrieval), the task, a token cancelled when
+/// the worker loses its lease (engines that spawn work must stop on it), and where
+/// generation writes its answer as it goes.
 pub struct StageContext<'a> {
     /// The database the space's documents live in.
     pub db: &'a DatabaseConnection,
@@ -29,6 +31,21 @@ pub struct StageContext<'a> {
     pub job: &'a job::Model,
     /// Cancelled when the lease is lost or the worker stops.
     pub cancel: CancellationToken,
+    /// Generation pushes its answer here (through a [`Composer`]) while it writes it, for
+    /// `researchTaskAnswer` subscribers; other stages leave it alone.
+    pub answer: &'a AnswerSink,
+    /// Engines that call a model record every call here as it completes (or breaks), so
+    /// what a stage spent counts even when the stage fails.
+    pub calls: &'a crate::cost::CallLog,
+}
+
+impl StageContext<'_> {
+    /// What the task may still spend before its budget is passed, in nanodollars; `None`
+    /// without a budget.
+    pub fn budget_left_nanos(&self) -> Option<i64> {
+        let budget = crate::cost::usd_to_nanos(self.job.budget_usd?);
+        Some(budget - crate::cost::spent_nanos(&self.job.cost) - self.calls.total().usd_nanos)
+    }
 }
 
 pub use crate::cost::CostReport;
@@ -43,6 +60,18 @@ pub struct Staged<T> {
     pub output: T,
     /// What producing it cost.
     pub cost: CostReport,
+    /// What the engine says about how it went (the model used, a fallback taken, the
+    /// calls it made and what each cost), recorded in the stage's event as `engine`, and
+    /// added into the task's `cost` under the stage as `calls` when it has them; null for
+    /// nothing to say.
+    pub report: serde_json::Value,
+}
+
+impl<T> Staged<T> {
+    /// An output and its cost, with nothing to report.
+    pub fn new(output: T, cost: CostReport) -> Self {
+        Self { output, cost, report: serde_json::Value::Null }
+    }
 }
 
 /// The sub-queries planning chose.
@@ -140,9 +169,21 @@ pub struct Retrieval {
 pub struct Answer {
     /// Text with numbered citations `[1]`, `[2]`… into `evidence`.
     pub text: String,
-    /// The evidence cited, in citation order.
+    /// The evidence cited, in citation order: `evidence[0]` is `[1]`.
     pub evidence: Vec<Passage>,
 }
+
+impl Answer {
+    /// An answer over `evidence` that cites `cited` (0-based indexes, in the order of the
+    /// numbers the text shows), as a [`Composer`] reports them.
+    pub fn cited(text: String, evidence: &[Passage], cited: &[usize]) -> Self {
+        let evidence = cited.iter().filter_map(|&index| evidence.get(index).cloned()).collect();
+        Self { text, evidence }
+    }
+}
+
+/// What generation answers when no passage matched the question.
+pub const NO_EVIDENCE_ANSWER: &str = "No document in this knowledge space matches the question.";
 
 /// Why a stage failed.
 #[derive(Debug, thiserror::Error)]
@@ -150,6 +191,14 @@ pub enum EngineError {
     /// A limit in the task's `limits` was passed; retrying cannot help.
     #[error("limit exceeded: {0}")]
     LimitExceeded(String),
+    /// The next call could cost more than what is left of `budget_usd`: refused before
+    /// anything was spent.
+    #[error("budget exceeded: {0}")]
+    OverBudget(String),
+    /// The model endpoint refused the request (400, 401, 403, 404, a prompt too long for
+    /// the model): the same request fails again. The message is the provider's, redacted.
+    #[error("the model endpoint refused the request: {0}")]
+    Refused(String),
     /// Something that may work next time (a database hiccup, a remote model's 503).
     #[error(transparent)]
     Transient(BoxError),
@@ -165,7 +214,7 @@ pub enum EngineError {
 impl EngineError {
     /// Whether another attempt may succeed.
     pub fn is_retryable(&self) -> bool {
-        !matches!(self, Self::LimitExceeded(_) | Self::Stored(_))
+        !matches!(self, Self::LimitExceeded(_) | Self::OverBudget(_) | Self::Refused(_) | Self::Stored(_))
     }
 }
 
@@ -253,7 +302,7 @@ impl ResearchEngine for BuiltinEngine {
             )));
         }
         let cost = self.cost(query, &sub_queries.join("\n"));
-        Ok(Staged { output: Plan { mode, sub_queries }, cost })
+        Ok(Staged::new(Plan { mode, sub_queries }, cost))
     }
 
     async fn retrieve(&self, ctx: &StageContext<'_>, plan: &Plan) -> Result<Staged<Vec<Retrieval>>, EngineError> {
@@ -269,7 +318,7 @@ impl ResearchEngine for BuiltinEngine {
             found.push(Retrieval { sub_query: sub_query.clone(), passages });
         }
         let cost = self.cost(&plan.sub_queries.join("\n"), &read);
-        Ok(Staged { output: found, cost })
+        Ok(Staged::new(found, cost))
     }
 
     async fn analyze(&self, ctx: &StageContext<'_>, found: &[Retrieval]) -> Result<Staged<Vec<Passage>>, EngineError> {
@@ -303,12 +352,12 @@ impl ResearchEngine for BuiltinEngine {
         }
         let read: String = found.iter().flat_map(|r| &r.passages).map(|p| p.snippet.as_str()).collect();
         let kept: String = evidence.iter().map(|p| p.snippet.as_str()).collect();
-        Ok(Staged { output: evidence, cost: self.cost(&read, &kept) })
+        Ok(Staged::new(evidence, self.cost(&read, &kept)))
     }
 
     async fn generate(&self, ctx: &StageContext<'_>, evidence: &[Passage]) -> Result<Staged<Answer>, EngineError> {
-        let text = if evidence.is_empty() {
-            "No document in this knowledge space matches the question.".to_owned()
+        let written = if evidence.is_empty() {
+            NO_EVIDENCE_ANSWER.to_owned()
         } else {
             let cited: Vec<String> = evidence
                 .iter()
@@ -319,14 +368,18 @@ impl ResearchEngine for BuiltinEngine {
                 .collect();
             cited.join(" ")
         };
+        // Through the same checks as a model's answer, streamed in one delta.
+        let mut composer = Composer::new(ctx.answer, evidence.len());
+        composer.push(&written);
+        let composed = composer.finish();
         let read: String = evidence.iter().map(|p| p.snippet.as_str()).collect();
-        let cost = self.cost(&format!("{}{read}", ctx.job.query), &text);
-        Ok(Staged { output: Answer { text, evidence: evidence.to_vec() }, cost })
+        let cost = self.cost(&format!("{}{read}", ctx.job.query), &composed.text);
+        Ok(Staged::new(Answer::cited(composed.text, evidence, &composed.cited), cost))
     }
 }
 
 /// `auto` picks by the question's length: short questions need one pass, long ones more.
-fn resolve_mode(mode: ResearchMode, query: &str) -> ResearchMode {
+pub(crate) fn resolve_mode(mode: ResearchMode, query: &str) -> ResearchMode {
     if mode != ResearchMode::Auto {
         return mode;
     }
@@ -337,7 +390,7 @@ fn resolve_mode(mode: ResearchMode, query: &str) -> ResearchMode {
     }
 }
 
-fn sub_query_count(mode: ResearchMode) -> usize {
+pub(crate) fn sub_query_count(mode: ResearchMode) -> usize {
     match mode {
         ResearchMode::Fast | ResearchMode::Auto => 1,
         ResearchMode::Research => 3,
@@ -347,7 +400,7 @@ fn sub_query_count(mode: ResearchMode) -> usize {
 
 /// The whole question first, then its clauses, then pairs of its key terms, deduplicated,
 /// up to `count`.
-fn split_query(query: &str, count: usize) -> Vec<String> {
+pub(crate) fn split_query(query: &str, count: usize) -> Vec<String> {
     let mut parts = vec![query.to_owned()];
     let clauses = query
         .split(['?', '.', ';', ',', '!'])

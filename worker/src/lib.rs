@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+pub mod answer;
 pub mod config;
 pub mod cost;
 pub mod db;
@@ -10,8 +11,10 @@ pub mod knowledge;
 pub mod lifecycle;
 pub mod listener;
 pub mod notify;
+pub mod openai;
 pub mod outbox;
 pub mod pipeline;
+pub mod remote;
 pub mod runtime;
 pub mod telemetry;
 

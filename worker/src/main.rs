@@ -54,6 +54,7 @@ async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let Loaded { database_url, settings, log_format } = load(&cli)?;
     worker::telemetry::init(log_format);
+    let engine = worker::runtime::research_engine(&settings).context("configuring the research engine")?;
     let db = worker::db::connect_and_migrate(&database_url).await.context("connecting to the database")?;
     let prepared = worker::knowledge::prepare(&db, &settings, entity::now_millis())
         .await
@@ -69,7 +70,14 @@ async fn main() -> anyhow::Result<()> {
 
     let shutdown = CancellationToken::new();
     let tracker = TaskTracker::new();
-    worker::runtime::spawn(db.clone(), worker::Notifier::new(), settings, shutdown.clone(), &tracker);
+    worker::runtime::spawn_with_engine(
+        db.clone(),
+        worker::Notifier::new(),
+        settings,
+        engine,
+        shutdown.clone(),
+        &tracker,
+    );
     stop_signal().await.context("listening for shutdown signals")?;
     tracing::info!("shutting down: no new claims; running stages get the grace period");
     shutdown.cancel();

@@ -21,6 +21,10 @@ pub struct TaskSignal {
     pub partial_sequence: Option<i32>,
     /// Whether a worker may now have work (a new delivery or a freed lease).
     pub work_available: bool,
+    /// Whether the commit wrote the task's answer draft, and nothing else: answer
+    /// subscribers read it, and the worker running the task need not look.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub answer_draft: bool,
 }
 
 /// What this process's listeners hear.

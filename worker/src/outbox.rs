@@ -88,6 +88,7 @@ impl Publisher for InProcessPublisher {
                 progress_sequence: None,
                 partial_sequence: None,
                 work_available: true,
+                answer_draft: false,
             });
         }
     }

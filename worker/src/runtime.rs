@@ -12,7 +12,7 @@ use tokio::sync::{Notify, Semaphore};
 /// Re-exported so callers of [`spawn`] need not depend on tokio-util themselves.
 pub use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
-use crate::config::WorkerSettings;
+use crate::config::{EngineKind, WorkerSettings};
 use crate::db::is_postgres;
 use crate::engine::{BuiltinEngine, ResearchEngine, Retriever};
 use crate::knowledge::backlog::{self, BacklogPolicy, Worked};
@@ -20,6 +20,7 @@ use crate::knowledge::embeddings::Embedder;
 use crate::lifecycle::{self, LifecycleError};
 use crate::listener;
 use crate::notify::{Notifier, Signal};
+use crate::openai::OpenAiEngine;
 use crate::outbox::{self, InProcessPublisher, OutboxPolicy, PostgresPublisher, Publisher};
 use crate::pipeline::{Pipeline, RunOutcome, Stop};
 
@@ -38,24 +39,35 @@ pub enum Step {
     Idle,
 }
 
-/// Starts the lease loop and the outbox loop with the built-in engine; they run until
-/// `shutdown` is cancelled, then stop claiming, give running stages `shutdown_grace_ms`
-/// to reach a checkpoint and release the leases that remain. Every task is spawned on
-/// `tracker`, so `tracker.wait()` returns when the worker has fully stopped.
+/// Starts the lease loop and the outbox loop with the engine the settings choose
+/// ([`research_engine`]); they run until `shutdown` is cancelled, then stop claiming, give
+/// running stages `shutdown_grace_ms` to reach a checkpoint and release the leases that
+/// remain. Every task is spawned on `tracker`, so `tracker.wait()` returns when the worker
+/// has fully stopped. Fails, starting nothing, when the engine's settings are incomplete.
 pub fn spawn(
     db: DatabaseConnection,
     notifier: Notifier,
     settings: WorkerSettings,
     shutdown: CancellationToken,
     tracker: &TaskTracker,
-) {
-    let retriever = Retriever::from_settings(&settings.embeddings).unwrap_or_else(|error| {
-        // `knowledge::prepare` refuses such settings at start; this is only a safety net.
-        tracing::error!(error = %error, "embeddings are misconfigured; retrieving by full text alone");
-        Retriever::full_text()
-    });
-    let engine: Arc<dyn ResearchEngine> = Arc::new(BuiltinEngine::with_retriever(settings.engine.clone(), retriever));
+) -> anyhow::Result<()> {
+    let engine = research_engine(&settings)?;
     spawn_with_engine(db, notifier, settings, engine, shutdown, tracker);
+    Ok(())
+}
+
+/// The engine `KFS_ENGINE` names, retrieving with the embeddings endpoint when there is
+/// one; an error says what the configuration lacks.
+pub fn research_engine(settings: &WorkerSettings) -> anyhow::Result<Arc<dyn ResearchEngine>> {
+    let retriever = Retriever::from_settings(&settings.embeddings).map_err(anyhow::Error::msg)?;
+    let builtin = BuiltinEngine::with_retriever(settings.engine.clone(), retriever);
+    Ok(match settings.engine.kind {
+        EngineKind::Builtin => Arc::new(builtin),
+        EngineKind::Openai => {
+            let endpoint = settings.openai.endpoint().map_err(anyhow::Error::msg)?;
+            Arc::new(OpenAiEngine::new(endpoint, builtin)?)
+        }
+    })
 }
 
 /// [`spawn`] with another engine (one that calls a language model, or a test double).

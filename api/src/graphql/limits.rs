@@ -44,6 +44,14 @@ pub fn after_sequence(after: Option<i32>) -> Result<i32, ApiError> {
     }
 }
 
+/// The `afterOffset` of an answer subscription: zero or more code points.
+pub fn after_offset(after: Option<i32>) -> Result<i32, ApiError> {
+    match after.unwrap_or(0) {
+        after if after >= 0 => Ok(after),
+        _ => Err(ApiError::bad_input("afterOffset must not be negative")),
+    }
+}
+
 /// A required text: not blank, at most `max` characters.
 pub fn text(field: &str, value: &str, max: usize) -> Result<(), ApiError> {
     if value.trim().is_empty() {

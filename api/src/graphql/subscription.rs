@@ -1,15 +1,16 @@
 //! The Subscription root: a task's progress events and partial results, replayed from the
-//! database after `afterSequence` and then followed live (see `feed`).
+//! database after `afterSequence` and then followed live (see `live::follow`), and its
+//! answer as it is written (see `live::answer`).
 use async_graphql::{Context, ErrorExtensions, Subscription};
 use futures_util::{Stream, StreamExt};
 use uuid::Uuid;
 
 use super::access::visible_task;
 use super::context::{principal, state};
-use super::limits::after_sequence;
-use super::types::{ResearchTaskPartialResult, ResearchTaskProgressEvent};
+use super::limits::{after_offset, after_sequence};
+use super::types::{ResearchTaskAnswerDelta, ResearchTaskPartialResult, ResearchTaskProgressEvent};
 use crate::error::{ApiError, IntoGql};
-use crate::live::{JournalRow, follow};
+use crate::live::{JournalRow, follow, follow_answer};
 
 /// Live feeds.
 pub struct SubscriptionRoot;
@@ -44,6 +45,35 @@ impl SubscriptionRoot {
             .gql()
             .map(|rows| rows.map(|row| row.map(ResearchTaskPartialResult)))
     }
+
+    /// The answer as it is written: everything after `afterOffset` code points written so
+    /// far, then each new part as the worker checks its citations. A delta with
+    /// `reset: true` means generation started over (discard what you have; it starts at
+    /// offset 0). The last message has `done: true`, once the answer trace is committed;
+    /// the deltas since the last reset then concatenate exactly to its `answer`. A task
+    /// that ends without an answer (failed, canceled) completes the stream without `done`.
+    async fn research_task_answer(
+        &self,
+        ctx: &Context<'_>,
+        task_id: Uuid,
+        #[graphql(default = 0)] after_offset: Option<i32>,
+    ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<ResearchTaskAnswerDelta>> + use<>> {
+        Box::pin(start_answer(ctx, task_id, after_offset)).await.gql()
+    }
+}
+
+/// Checks the caller may see the task (else `NOT_FOUND`, as for a missing id) and starts
+/// following its answer.
+async fn start_answer(
+    ctx: &Context<'_>,
+    task_id: Uuid,
+    after: Option<i32>,
+) -> Result<impl Stream<Item = async_graphql::Result<ResearchTaskAnswerDelta>> + use<>, ApiError> {
+    let (caller, app) = (principal(ctx)?, state(ctx)?);
+    let after = after_offset(after)?;
+    visible_task(&app.db, caller, task_id).await?.ok_or(ApiError::NotFound)?;
+    let deltas = follow_answer(app, caller.clone(), task_id, after);
+    Ok(deltas.map(|delta| delta.map(ResearchTaskAnswerDelta::from).map_err(|error| error.extend())))
 }
 
 /// Checks the caller may see the task (else `NOT_FOUND`, as for a missing id) and starts

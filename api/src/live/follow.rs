@@ -196,31 +196,10 @@ impl<R: JournalRow> Subscription<R> {
         Ok(())
     }
 
-    /// The error a subscription whose task's grant died ends with: UNAUTHENTICATED when
-    /// the caller's own API key is what died (as HTTP would answer the caller now),
-    /// FORBIDDEN otherwise (the grant of this one task ended).
-    async fn revocation(&self) -> ApiError {
-        let Some(credential) = &self.caller.api_key else {
-            return ApiError::Forbidden;
-        };
-        match entity::api_key::Entity::find_by_id(credential.key_id).one(&self.db).await {
-            Ok(Some(key)) if super::key_holds(&key, credential.revision, entity::now_millis()) => ApiError::Forbidden,
-            Ok(_) => ApiError::Unauthenticated,
-            Err(error) => ApiError::from(error),
-        }
-    }
-
     /// Waits for the next topic event that concerns this subscription.
     async fn live(&mut self) -> Result<(), ApiError> {
-        let expiry = self.caller.expires_at.map(|at| at - entity::now_millis());
-        let expired = async {
-            match expiry {
-                Some(left) => tokio::time::sleep(std::time::Duration::from_millis(left.max(0) as u64)).await,
-                None => std::future::pending().await,
-            }
-        };
         let event = tokio::select! {
-            () = expired => return Err(ApiError::Unauthenticated),
+            () = expiry(&self.caller) => return Err(ApiError::Unauthenticated),
             event = self.events.recv() => event,
             () = tokio::time::sleep(TOPIC_CHECK) => {
                 // A topic whose driver stopped on a database error broadcasts nothing more:
@@ -233,7 +212,7 @@ impl<R: JournalRow> Subscription<R> {
             }
         };
         match event {
-            Ok(TopicEvent::GrantRevoked) => Err(self.revocation().await),
+            Ok(TopicEvent::GrantRevoked) => Err(revocation(&self.db, &self.caller).await),
             Ok(TopicEvent::Ended) | Err(RecvError::Closed) => {
                 self.phase = Phase::Draining;
                 Ok(())
@@ -256,6 +235,28 @@ impl<R: JournalRow> Subscription<R> {
                 Ok(())
             }
         }
+    }
+}
+
+/// The error a subscription whose task's grant died ends with: UNAUTHENTICATED when the
+/// caller's own API key is what died (as HTTP would answer the caller now), FORBIDDEN
+/// otherwise (the grant of this one task ended).
+pub(super) async fn revocation(db: &DatabaseConnection, caller: &Principal) -> ApiError {
+    let Some(credential) = &caller.api_key else {
+        return ApiError::Forbidden;
+    };
+    match entity::api_key::Entity::find_by_id(credential.key_id).one(db).await {
+        Ok(Some(key)) if super::key_holds(&key, credential.revision, entity::now_millis()) => ApiError::Forbidden,
+        Ok(_) => ApiError::Unauthenticated,
+        Err(error) => ApiError::from(error),
+    }
+}
+
+/// Resolves when the caller's credential expires (never, for one without an expiry).
+pub(super) async fn expiry(caller: &Principal) {
+    match caller.expires_at.map(|at| at - entity::now_millis()) {
+        Some(left) => tokio::time::sleep(std::time::Duration::from_millis(left.max(0) as u64)).await,
+        None => std::future::pending().await,
     }
 }
 

@@ -4,12 +4,14 @@
 //! task, not one per subscriber. Subscribers replay from the database themselves and fall
 //! back to it whenever they see a gap, so a lost signal delays a row but never loses it.
 
+mod answer;
 mod credentials;
 mod follow;
 mod hub;
 mod topic;
 
+pub use answer::{AnswerDelta, follow_answer};
 pub use credentials::{KeyWatchGuard, key_holds};
 pub use follow::{JournalRow, follow};
 pub use hub::LiveHub;
-pub use topic::{Topic, TopicEvent};
+pub use topic::{AnswerFollower, Topic, TopicEvent};

@@ -1,10 +1,13 @@
 //! One followed task: a driver that reads new rows once and broadcasts them.
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use entity::{research_task_partial_result as partial, research_task_progress_event as progress};
-use sea_orm::{DatabaseConnection, DbErr};
+use entity::{
+    research_task_answer_draft as draft, research_task_partial_result as partial,
+    research_task_progress_event as progress,
+};
+use sea_orm::{DatabaseConnection, DbErr, EntityTrait};
 use tokio::sync::{Notify, broadcast};
 use uuid::Uuid;
 
@@ -19,6 +22,8 @@ pub enum TopicEvent {
     Progress(Arc<progress::Model>),
     /// A new partial result (in sequence order).
     Partial(Arc<partial::Model>),
+    /// The answer draft changed (read only while someone follows the answer).
+    Answer(Arc<draft::Model>),
     /// The task's grant no longer holds: every subscription ends with an error.
     GrantRevoked,
     /// The task is terminal and everything it wrote has been broadcast.
@@ -38,6 +43,17 @@ pub struct Topic {
     wake: Notify,
     grant_dirty: AtomicBool,
     closed: AtomicBool,
+    /// How many subscriptions follow the answer: the draft is read only when some do.
+    answer_followers: AtomicUsize,
+}
+
+/// Counts one answer follower of a topic for as long as it lives.
+pub struct AnswerFollower(Arc<Topic>);
+
+impl Drop for AnswerFollower {
+    fn drop(&mut self) {
+        self.0.answer_followers.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl Topic {
@@ -49,7 +65,15 @@ impl Topic {
             wake: Notify::new(),
             grant_dirty: AtomicBool::new(false),
             closed: AtomicBool::new(false),
+            answer_followers: AtomicUsize::new(0),
         })
+    }
+
+    /// Has the driver read the answer draft too, until the returned guard drops.
+    pub fn follow_answer(self: &Arc<Self>) -> AnswerFollower {
+        self.answer_followers.fetch_add(1, Ordering::AcqRel);
+        self.wake();
+        AnswerFollower(self.clone())
     }
 
     /// Follows the task's events from now on.
@@ -88,6 +112,9 @@ impl Topic {
         let mut last_progress = journal::last_sequence::<progress::Entity, _>(db, self.task_id).await?;
         let mut last_partial = journal::last_sequence::<partial::Entity, _>(db, self.task_id).await?;
         let mut grant_checked = Instant::now().checked_sub(poll).unwrap_or_else(Instant::now);
+        // The last draft broadcast, as (generation, length): within one generation the
+        // text only grows, so that pair tells a change.
+        let mut last_draft: Option<(i32, i32)> = None;
         loop {
             if self.sender.receiver_count() == 0 {
                 return Ok(());
@@ -115,6 +142,13 @@ impl Topic {
             for row in read_all::<partial::Model>(db, self.task_id, last_partial).await? {
                 last_partial = row.sequence;
                 let _ = self.sender.send(TopicEvent::Partial(Arc::new(row)));
+            }
+            if self.answer_followers.load(Ordering::Acquire) > 0
+                && let Some(row) = draft::Entity::find_by_id(self.task_id).one(db).await?
+                && last_draft != Some((row.generation, row.char_count))
+            {
+                last_draft = Some((row.generation, row.char_count));
+                let _ = self.sender.send(TopicEvent::Answer(Arc::new(row)));
             }
             if task.stage.is_terminal() {
                 let _ = self.sender.send(TopicEvent::Ended);

@@ -9,6 +9,7 @@ pub mod knowledge_passage_embedding;
 pub mod knowledge_space;
 pub mod member;
 pub mod permission_snapshot;
+pub mod research_task_answer_draft;
 pub mod research_task_job;
 pub mod research_task_outbox;
 pub mod research_task_partial_result;

@@ -34,6 +34,8 @@ mod live_worker;
 mod logs;
 mod migration_replay;
 mod multiprocess;
+mod research_answer;
+mod research_openai;
 mod worker_lease;
 mod worker_outbox;
 mod worker_pipeline;
@@ -63,6 +65,8 @@ fn main() -> ExitCode {
         live_worker::tests(),
         logs::tests(),
         multiprocess::tests(),
+        research_answer::tests(),
+        research_openai::tests(),
         migration_replay::tests(),
         worker_lease::tests(),
         worker_pipeline::tests(),

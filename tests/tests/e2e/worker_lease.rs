@@ -94,7 +94,7 @@ async fn stale_worker_cannot_commit_after_lease_expires(db: TestDb) -> anyhow::R
         lifecycle::checkpoint(&db.db, &notifier, &stale, LEASE_MS, step, entity::now_millis()).await.map(|_| ()),
         "checkpoint",
     )?;
-    let done = Completion { answer: "stale".into(), evidence: json!([]), cost_delta: json!({}) };
+    let done = Completion { answer: "stale".into(), evidence: json!([]), cost_delta: json!({}), payload: json!(null) };
     lost(lifecycle::complete(&db.db, &notifier, &stale, done, entity::now_millis()).await.map(|_| ()), "complete")?;
     let failure = Failure { message: "stale".into(), retryable: false, cost_delta: json!({}) };
     let policy = RetryPolicy { base_ms: 10, cap_ms: 10 };

@@ -154,7 +154,7 @@ async fn the_runtime_runs_a_created_task_to_completion(db: TestDb) -> anyhow::Re
     let mut signals = notifier.subscribe();
     let shutdown = CancellationToken::new();
     let tracker = TaskTracker::new();
-    worker::runtime::spawn(db.db.clone(), notifier.clone(), settings("runtime"), shutdown.clone(), &tracker);
+    worker::runtime::spawn(db.db.clone(), notifier.clone(), settings("runtime"), shutdown.clone(), &tracker)?;
     let task =
         create_task(&db, &notifier, fixtures::member_grant(&owner, AccessChannel::Interactive), Ask::default()).await?;
     // Wait on the task's own signals, re-reading the row each time, until it completes.

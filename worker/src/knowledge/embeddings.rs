@@ -9,6 +9,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::config::EmbeddingEndpoint;
+use crate::remote::{describe_send_error, quote, retry_after};
 
 /// Why a request gave no embeddings.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -36,11 +37,6 @@ impl EmbedError {
         matches!(self, Self::Unavailable { .. })
     }
 }
-
-/// The longest `Retry-After` honoured; a longer one is cut to this.
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
-/// How much of an error body is quoted in messages.
-const QUOTED_BODY_CHARS: usize = 200;
 
 /// An embeddings endpoint and the HTTP client that calls it.
 #[derive(Debug, Clone)]
@@ -138,49 +134,6 @@ fn parse(body: &[u8], expected: usize) -> Result<Vec<Vec<f32>>, EmbedError> {
     Ok(vectors)
 }
 
-/// A `Retry-After` of seconds or an HTTP date, capped at an hour.
-fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
-    let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?.trim();
-    let wait = match value.parse::<u64>() {
-        Ok(seconds) => Duration::from_secs(seconds),
-        Err(_) => {
-            let at = chrono::DateTime::parse_from_rfc2822(value).ok()?;
-            let millis = (at.timestamp_millis() - entity::now_millis()).max(0);
-            Duration::from_millis(u64::try_from(millis).unwrap_or_default())
-        }
-    };
-    Some(wait.min(MAX_RETRY_AFTER))
-}
-
-/// Why a request failed, in words: whether it timed out, could not connect, or broke.
-fn describe_send_error(error: &reqwest::Error) -> String {
-    let what = if error.is_timeout() {
-        "timed out"
-    } else if error.is_connect() {
-        "could not connect"
-    } else {
-        "the request failed"
-    };
-    // The causes only: reqwest's own message repeats the URL.
-    let mut causes = Vec::new();
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        causes.push(cause.to_string());
-        source = cause.source();
-    }
-    if causes.is_empty() { what.to_owned() } else { format!("{what}: {}", causes.join(": ")) }
-}
-
-/// The start of a body, for an error message.
-fn quote(body: &[u8]) -> String {
-    let text = String::from_utf8_lossy(body);
-    let mut quoted: String = text.chars().take(QUOTED_BODY_CHARS).collect();
-    if text.chars().count() > QUOTED_BODY_CHARS {
-        quoted.push('…');
-    }
-    quoted
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -208,17 +161,5 @@ mod tests {
                 String::from_utf8_lossy(body)
             );
         }
-    }
-
-    #[test]
-    fn retry_after_reads_seconds_and_dates_and_is_capped() {
-        use reqwest::header::{HeaderMap, HeaderValue, RETRY_AFTER};
-        let mut headers = HeaderMap::new();
-        headers.insert(RETRY_AFTER, HeaderValue::from_static("7"));
-        assert_eq!(retry_after(&headers), Some(Duration::from_secs(7)));
-        headers.insert(RETRY_AFTER, HeaderValue::from_static("999999"));
-        assert_eq!(retry_after(&headers), Some(MAX_RETRY_AFTER));
-        headers.insert(RETRY_AFTER, HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"));
-        assert_eq!(retry_after(&headers), Some(Duration::ZERO), "a date in the past means now");
     }
 }

@@ -56,6 +56,9 @@ pub struct Completion {
     pub evidence: Value,
     /// What generation spent.
     pub cost_delta: Value,
+    /// What generation reports about itself (model, citations removed…), recorded in the
+    /// `completed` event's payload as `generation`; null for nothing.
+    pub payload: Value,
 }
 
 /// Why an attempt failed.
@@ -197,8 +200,12 @@ pub async fn complete(
         access_channel: Set(Some(updated.access_channel)),
     };
     let trace = answer_trace::Entity::insert(trace).exec_with_returning(&txn).await?;
+    super::draft::finish_in(&txn, &updated.tenant_id, updated.id, &trace.answer, now).await?;
     delivery::close_open(&txn, updated.id, OutboxStatus::Completed, now).await?;
-    let payload = json!({ "from_stage": current.stage, "answer_trace_id": trace.id, "cost": updated.cost });
+    let mut payload = json!({ "from_stage": current.stage, "answer_trace_id": trace.id, "cost": updated.cost });
+    if !completion.payload.is_null() {
+        payload["generation"] = completion.payload;
+    }
     let sequence = append_progress_event(
         &txn,
         &updated,

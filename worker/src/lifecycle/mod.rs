@@ -14,6 +14,7 @@ mod create;
 pub mod delivery;
 #[cfg(not(feature = "test-support"))]
 pub(crate) mod delivery;
+mod draft;
 mod error;
 mod journal;
 mod lease;
@@ -22,6 +23,7 @@ mod row;
 pub use claim::claim_due;
 pub use commands::{TaskRef, cancel, pause, resume};
 pub use create::{Created, NewTask, create};
+pub use draft::write_answer_draft;
 pub use error::LifecycleError;
 pub use journal::{append_partial_result, append_progress_event};
 pub use lease::{

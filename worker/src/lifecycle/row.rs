@@ -47,7 +47,7 @@ pub(crate) fn clear_lease(row: &mut job::ActiveModel) {
 
 /// A signal about one task.
 pub(crate) fn signal(task_id: Uuid, progress: Option<i32>, partial: Option<i32>, work_available: bool) -> TaskSignal {
-    TaskSignal { task_id, progress_sequence: progress, partial_sequence: partial, work_available }
+    TaskSignal { task_id, progress_sequence: progress, partial_sequence: partial, work_available, answer_draft: false }
 }
 
 /// Ends a lifecycle write the one way they all end: the NOTIFY is queued in the

@@ -21,8 +21,9 @@ use crate::cost;
 use crate::engine::{Limits, ResearchEngine};
 use crate::grant::{self, Verdict};
 use crate::lifecycle::{self, Claimed, FailOutcome, Failure, Lease, LifecycleError};
-use crate::notify::Notifier;
+use crate::notify::{Notifier, Signal};
 use stages::StageEnd;
+use tokio::sync::broadcast::error::RecvError;
 
 /// Everything a run needs; cheap to share between the jobs a worker runs at once.
 #[derive(Clone)]
@@ -123,13 +124,18 @@ impl Pipeline {
                 return self.fail(&lease, message, false, Value::Null).await;
             }
             let cancel = CancellationToken::new();
-            let work = stages::run(&self.db, self.engine.as_ref(), &task, cancel.clone());
+            let drafts = stages::Drafts {
+                notifier: &self.notifier,
+                lease: &lease,
+                every: Duration::from_millis(self.settings.answer_draft_ms.max(1)),
+            };
+            let work = stages::run(&self.db, self.engine.as_ref(), &task, cancel.clone(), drafts);
             let ended = match self.guarded(&lease, &stop.abort, &cancel, work).await {
                 Guarded::Done(Ok(ended)) => ended,
-                Guarded::Done(Err(error)) => {
+                Guarded::Done(Err(stages::StageFailure { error, cost_delta })) => {
                     let retryable = error.is_retryable();
                     let message = format!("{:#}", anyhow::Error::from(error));
-                    return self.fail(&lease, message, retryable, Value::Null).await;
+                    return self.fail(&lease, message, retryable, cost_delta).await;
                 }
                 Guarded::LeaseLost => return Ok(RunOutcome::LeaseLost),
                 Guarded::Aborted => return self.release(&lease).await,
@@ -162,6 +168,9 @@ impl Pipeline {
     }
 
     /// Runs `work` while heartbeating; stops it when the lease is lost or the worker aborts.
+    /// Besides the regular beat, any signal about this task (a cancel or pause committed
+    /// here or, through the listener, in another process) makes it look at once, so a
+    /// cancelled stage stops within a round trip rather than at the next beat.
     async fn guarded<T>(
         &self,
         lease: &Lease,
@@ -169,13 +178,26 @@ impl Pipeline {
         cancel: &CancellationToken,
         work: impl Future<Output = T>,
     ) -> Guarded<T> {
+        let mut signals = self.notifier.subscribe();
         let beat = async {
             let mut ticker = tokio::time::interval(Duration::from_millis(self.settings.heartbeat_ms.max(1)));
             ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             // The first tick is immediate; the claim or checkpoint just renewed the lease.
             ticker.tick().await;
             loop {
-                ticker.tick().await;
+                tokio::select! {
+                    _ = ticker.tick() => {}
+                    received = signals.recv() => match received {
+                        Ok(Signal::Task(signal)) if signal.task_id == lease.job_id && !signal.answer_draft => {}
+                        // Missed signals may have included this task's.
+                        Err(RecvError::Lagged(_)) => {}
+                        Ok(_) => continue,
+                        Err(RecvError::Closed) => {
+                            signals = self.notifier.subscribe();
+                            continue;
+                        }
+                    },
+                }
                 match lifecycle::heartbeat(&self.db, lease, self.settings.lease_ms, self.clock.now()).await {
                     Ok(()) => {}
                     Err(LifecycleError::LeaseLost) => return,

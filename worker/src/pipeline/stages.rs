@@ -10,8 +10,21 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use crate::answer::{AnswerSink, flush_drafts};
+use crate::cost::{CallLog, CostReport};
 use crate::engine::{Answer, EngineError, Passage, Plan, ResearchEngine, Retrieval, StageContext};
-use crate::lifecycle::{Checkpoint, Completion};
+use crate::lifecycle::{Checkpoint, Completion, Lease};
+use crate::notify::Notifier;
+
+/// What a stage run writes besides its checkpoint: the answer draft, fenced by the lease.
+pub(super) struct Drafts<'a> {
+    /// Where the draft's signal goes.
+    pub notifier: &'a Notifier,
+    /// The lease the draft writes are fenced by.
+    pub lease: &'a Lease,
+    /// The least time between two draft writes.
+    pub every: std::time::Duration,
+}
 
 /// What a finished stage hands to the lifecycle.
 pub(super) enum StageEnd {
@@ -37,28 +50,63 @@ pub(super) async fn run(
     engine: &dyn ResearchEngine,
     task: &job::Model,
     cancel: CancellationToken,
+    drafts: Drafts<'_>,
+) -> Result<StageEnd, StageFailure> {
+    let sink = AnswerSink::default();
+    let calls = CallLog::default();
+    let ctx = StageContext { db, job: task, cancel, answer: &sink, calls: &calls };
+    let stage = task.stage;
+    run_stage(&ctx, engine, &sink, drafts).await.map_err(|error| {
+        // What the failed stage's calls spent still counts.
+        let cost_delta =
+            if calls.is_empty() { Value::Null } else { account(stage, calls.total(), calls_report(&calls)).0 };
+        StageFailure { error, cost_delta }
+    })
+}
+
+/// A stage that failed, with what its calls spent.
+pub(super) struct StageFailure {
+    /// Why.
+    pub error: EngineError,
+    /// What it spent (null for nothing).
+    pub cost_delta: Value,
+}
+
+fn calls_report(calls: &CallLog) -> Value {
+    json!({ "calls": calls.records() })
+}
+
+async fn run_stage(
+    ctx: &StageContext<'_>,
+    engine: &dyn ResearchEngine,
+    sink: &AnswerSink,
+    drafts: Drafts<'_>,
 ) -> Result<StageEnd, EngineError> {
-    let ctx = StageContext { db, job: task, cancel };
+    let (db, task) = (ctx.db, ctx.job);
     let stage = task.stage;
     let Some(next_stage) = stage.next_in_pipeline().filter(|_| stage.is_running()) else {
         return Err(EngineError::Transient(format!("no engine stage for {}", stage.as_str()).into()));
     };
-    let next = |partial_results, cost: crate::cost::CostReport, payload| {
-        StageEnd::Next(Checkpoint { next_stage, partial_results, cost_delta: cost.to_delta(stage.as_str()), payload })
+    let next = |partial_results, cost: CostReport, report: Value, mut payload: Value| {
+        let (cost_delta, report) = account(stage, cost, report);
+        if !report.is_null() {
+            payload["engine"] = report;
+        }
+        StageEnd::Next(Checkpoint { next_stage, partial_results, cost_delta, payload })
     };
     match stage {
         Stage::Planning => {
-            let plan = engine.plan(&ctx).await?;
-            Ok(next(Vec::new(), plan.cost, json!({ "plan": plan.output })))
+            let plan = engine.plan(ctx).await?;
+            Ok(next(Vec::new(), plan.cost, plan.report, json!({ "plan": plan.output })))
         }
         Stage::Retrieving => {
             let plan = match load_plan(db, task.id).await? {
                 Some(plan) => plan,
                 // Only reachable for rows written before plans were recorded; the built-in
                 // planner is deterministic, so recomputing gives the same plan.
-                None => engine.plan(&ctx).await?.output,
+                None => engine.plan(ctx).await?.output,
             };
-            let found = engine.retrieve(&ctx, &plan).await?;
+            let found = engine.retrieve(ctx, &plan).await?;
             let partial_results = found
                 .output
                 .iter()
@@ -69,26 +117,49 @@ pub(super) async fn run(
                     (format!("retrieval:{}", index + 1), bundle)
                 })
                 .collect();
-            Ok(next(partial_results, found.cost, json!({ "sub_queries": plan.sub_queries.len() })))
+            Ok(next(partial_results, found.cost, found.report, json!({ "sub_queries": plan.sub_queries.len() })))
         }
         Stage::Analyzing => {
             let found = load_retrievals(db, task.id).await?;
-            let evidence = engine.analyze(&ctx, &found).await?;
+            let evidence = engine.analyze(ctx, &found).await?;
             let bundle = json!({ "kind": "evidence", "evidence": evidence.output });
             let payload = json!({ "evidence": evidence.output.len() });
-            Ok(next(vec![("evidence".to_owned(), bundle)], evidence.cost, payload))
+            Ok(next(vec![("evidence".to_owned(), bundle)], evidence.cost, evidence.report, payload))
         }
         Stage::Generating => {
             let evidence = load_evidence(db, task.id).await?;
-            let answer = engine.generate(&ctx, &evidence).await?;
+            // The answer reaches the draft while it is written; the draft writer stops
+            // when generation ends (its last word is the completion's).
+            let answer = tokio::select! {
+                biased;
+                answer = engine.generate(ctx, &evidence) => answer?,
+                () = flush_drafts(db, drafts.notifier, drafts.lease, sink, drafts.every) => {
+                    return Err(EngineError::Transient("the answer draft writer stopped".into()));
+                }
+            };
+            let (cost_delta, report) = account(stage, answer.cost, answer.report);
             Ok(StageEnd::Done(Completion {
                 evidence: cited(&answer.output),
                 answer: answer.output.text,
-                cost_delta: answer.cost.to_delta(stage.as_str()),
+                cost_delta,
+                payload: report,
             }))
         }
         other => Err(EngineError::Transient(format!("no engine stage for {}", other.as_str()).into())),
     }
+}
+
+/// The stage's cost delta, with the engine's per-call detail (`report.calls`) moved into
+/// it under the stage; returns the delta and what is left of the report.
+fn account(stage: Stage, cost: CostReport, mut report: Value) -> (Value, Value) {
+    let mut delta = cost.to_delta(stage.as_str());
+    if let Some(calls) = report.as_object_mut().and_then(|fields| fields.remove("calls")) {
+        delta["stages"][stage.as_str()]["calls"] = calls;
+    }
+    if report.as_object().is_some_and(serde_json::Map::is_empty) {
+        report = Value::Null;
+    }
+    (delta, report)
 }
 
 /// The evidence as the answer trace stores it: each passage (every key of the evidence

@@ -59,3 +59,22 @@ impl ResearchTaskPartialResult {
         datetime(self.0.created_at)
     }
 }
+
+/// A part of a task's answer as it is written (`researchTaskAnswer`).
+#[derive(async_graphql::SimpleObject)]
+pub struct ResearchTaskAnswerDelta {
+    /// Unicode code points of the answer before `text`.
+    pub offset: i32,
+    /// The next part of the answer, its citations checked.
+    pub text: String,
+    /// The answer is complete and its trace committed; nothing follows.
+    pub done: bool,
+    /// Generation started over: discard what was received before; `offset` is 0.
+    pub reset: bool,
+}
+
+impl From<crate::live::AnswerDelta> for ResearchTaskAnswerDelta {
+    fn from(delta: crate::live::AnswerDelta) -> Self {
+        Self { offset: delta.offset, text: delta.text, done: delta.done, reset: delta.reset }
+    }
+}

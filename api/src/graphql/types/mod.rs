@@ -15,7 +15,7 @@ pub use inputs::{
     AddKnowledgeDocumentInput, AddKnowledgeSpaceMemberInput, CreateApiKeyInput, CreateKnowledgeSpaceInput,
     CreateResearchTaskInput, UpdateKnowledgeDocumentInput,
 };
-pub use journal::{ResearchTaskPartialResult, ResearchTaskProgressEvent};
+pub use journal::{ResearchTaskAnswerDelta, ResearchTaskPartialResult, ResearchTaskProgressEvent};
 pub use space::{KnowledgeSpace, KnowledgeSpaceMember};
 pub use task::ResearchTask;
 pub use trace::AnswerTrace;

@@ -1,0 +1,311 @@
+//! One call to an OpenAI-compatible chat-completions endpoint, streamed: the request asks
+//! for `stream: true` with `stream_options.include_usage`, the server-sent events are
+//! parsed by `eventsource-stream` (multi-line `data:`, comments, CRLF), content deltas go
+//! to the caller as they arrive, and the usage chunk gives the token counts. A stream that
+//! ends before it says it finished is an error, never a short answer. A server that
+//! answers with one JSON completion instead of a stream is read as such.
+use std::time::Duration;
+
+use eventsource_stream::Eventsource as _;
+use futures_util::StreamExt as _;
+use secrecy::ExposeSecret as _;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::config::ChatEndpoint;
+use crate::remote::{describe_send_error, quote, redact, retry_after};
+
+/// The most a response may hold, stream or body: a server that streams without end fails
+/// the call rather than the worker's memory.
+const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
+
+/// One chat message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Message {
+    /// `system` or `user`.
+    pub role: &'static str,
+    /// The text.
+    pub content: String,
+}
+
+/// What one call asks for.
+#[derive(Debug, Clone)]
+pub struct ChatRequest {
+    /// The model.
+    pub model: String,
+    /// The conversation.
+    pub messages: Vec<Message>,
+    /// Whether to ask for a JSON object (`response_format`).
+    pub json: bool,
+}
+
+/// Token counts a server reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub struct Usage {
+    /// Prompt tokens.
+    pub prompt_tokens: i64,
+    /// Completion tokens.
+    pub completion_tokens: i64,
+}
+
+/// What a call returned.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatOutput {
+    /// The whole content.
+    pub content: String,
+    /// The usage, when the server sent one.
+    pub usage: Option<Usage>,
+    /// Why the model stopped (`stop`, `length`…), when the server said.
+    pub finish_reason: Option<String>,
+}
+
+/// Why a call gave no output.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CallError {
+    /// Worth trying again: 408, 409, 429, 5xx, a timeout, a dropped connection, a stream
+    /// cut or garbled. `partial` is what had been streamed before it broke.
+    #[error("{message}")]
+    Transient {
+        /// What happened (redacted).
+        message: String,
+        /// The server's `Retry-After`, when it sent one.
+        retry_after: Option<Duration>,
+        /// Content received before the failure.
+        partial: String,
+    },
+    /// The same request fails again (400, 401, 403, 404, a prompt over the model's context).
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// The HTTP client of one chat endpoint.
+#[derive(Debug, Clone)]
+pub struct ChatClient {
+    http: reqwest::Client,
+    endpoint: ChatEndpoint,
+}
+
+impl ChatClient {
+    /// A client whose requests (stream included) give up after the endpoint's timeout.
+    pub fn new(endpoint: ChatEndpoint) -> Result<Self, reqwest::Error> {
+        let http = reqwest::Client::builder()
+            .timeout(endpoint.timeout)
+            .connect_timeout(endpoint.timeout.min(Duration::from_secs(10)))
+            .build()?;
+        Ok(Self { http, endpoint })
+    }
+
+    /// The endpoint's settings.
+    pub fn endpoint(&self) -> &ChatEndpoint {
+        &self.endpoint
+    }
+
+    /// Makes one streamed call, handing each content delta to `on_delta` as it arrives.
+    /// Dropping the future drops the connection.
+    pub async fn stream(
+        &self,
+        request: &ChatRequest,
+        on_delta: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<ChatOutput, CallError> {
+        let mut body = json!({
+            "model": request.model,
+            "messages": request.messages,
+            "stream": true,
+            "stream_options": { "include_usage": true },
+            "max_tokens": self.endpoint.max_output_tokens,
+            "temperature": 0,
+        });
+        if request.json {
+            body["response_format"] = json!({ "type": "json_object" });
+        }
+        let mut builder = self.http.post(format!("{}/chat/completions", self.endpoint.base_url)).json(&body);
+        if let Some(key) = &self.endpoint.api_key {
+            builder = builder.bearer_auth(key.expose_secret());
+        }
+        let response = builder.send().await.map_err(|error| self.transient(describe_send_error(&error), None, ""))?;
+        let status = response.status();
+        if !status.is_success() {
+            let wait = retry_after(response.headers());
+            let text = read_bounded(response).await.unwrap_or_default();
+            let message = format!("HTTP {}: {}", status.as_u16(), provider_message(&text));
+            let retry = matches!(status.as_u16(), 408 | 409 | 429) || status.is_server_error();
+            return Err(if retry {
+                self.transient(message, wait, "")
+            } else {
+                CallError::Refused(self.redact(&message))
+            });
+        }
+        let is_stream = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .is_some_and(|value| value.starts_with("text/event-stream"));
+        if !is_stream {
+            return self.whole(response, on_delta).await;
+        }
+        self.events(response, on_delta).await
+    }
+
+    /// Reads a stream of chunks until `[DONE]`.
+    async fn events(
+        &self,
+        response: reqwest::Response,
+        on_delta: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<ChatOutput, CallError> {
+        let mut events = response.bytes_stream().eventsource();
+        let mut output = ChatOutput { content: String::new(), usage: None, finish_reason: None };
+        let mut received = 0usize;
+        let mut done = false;
+        while let Some(event) = events.next().await {
+            let event = event.map_err(|error| {
+                self.transient(format!("the stream broke: {}", error_chain(&error)), None, &output.content)
+            })?;
+            received += event.data.len();
+            if received > MAX_RESPONSE_BYTES {
+                return Err(self.transient("the stream passed 8 MiB".to_owned(), None, &output.content));
+            }
+            let data = event.data.trim();
+            if data == "[DONE]" {
+                done = true;
+                break;
+            }
+            if data.is_empty() {
+                continue;
+            }
+            let chunk: Value = serde_json::from_str(data).map_err(|_| {
+                self.transient(
+                    format!("the stream sent a chunk that is not JSON: {}", quote(data.as_bytes())),
+                    None,
+                    &output.content,
+                )
+            })?;
+            if let Some(error) = chunk.get("error") {
+                let message = format!("the stream ended with an error: {}", error_text(error));
+                return Err(self.transient(message, None, &output.content));
+            }
+            self.read_chunk(&chunk, &mut output, on_delta)?;
+        }
+        // Some servers close after the last chunk without `[DONE]`; that is an end only if
+        // the model said it finished.
+        if !done && output.finish_reason.is_none() {
+            return Err(self.transient("the stream ended before the answer did".to_owned(), None, &output.content));
+        }
+        Ok(output)
+    }
+
+    fn read_chunk(
+        &self,
+        chunk: &Value,
+        output: &mut ChatOutput,
+        on_delta: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<(), CallError> {
+        let malformed = || {
+            self.transient(
+                format!("the stream sent a malformed chunk: {}", quote(chunk.to_string().as_bytes())),
+                None,
+                &output.content,
+            )
+        };
+        if let Some(usage) = chunk.get("usage").filter(|usage| !usage.is_null()) {
+            output.usage = Some(serde_json::from_value(usage.clone()).map_err(|_| malformed())?);
+        }
+        let Some(choices) = chunk.get("choices") else {
+            return if output.usage.is_some() { Ok(()) } else { Err(malformed()) };
+        };
+        let Some(choices) = choices.as_array() else { return Err(malformed()) };
+        for choice in choices.iter().filter(|choice| choice.get("index").and_then(Value::as_u64).unwrap_or(0) == 0) {
+            if let Some(content) = choice.pointer("/delta/content").and_then(Value::as_str) {
+                output.content.push_str(content);
+                on_delta(content);
+            }
+            if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+                output.finish_reason = Some(reason.to_owned());
+            }
+        }
+        Ok(())
+    }
+
+    /// A server that ignored `stream: true`: one `chat.completion` body.
+    async fn whole(
+        &self,
+        response: reqwest::Response,
+        on_delta: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<ChatOutput, CallError> {
+        let text = read_bounded(response).await.map_err(|message| self.transient(message, None, ""))?;
+        let body: Value = serde_json::from_str(&text)
+            .map_err(|_| self.transient(format!("the response is not JSON: {}", quote(text.as_bytes())), None, ""))?;
+        let content = body.pointer("/choices/0/message/content").and_then(Value::as_str).ok_or_else(|| {
+            self.transient(format!("the response has no message: {}", quote(text.as_bytes())), None, "")
+        })?;
+        on_delta(content);
+        Ok(ChatOutput {
+            content: content.to_owned(),
+            usage: body.get("usage").cloned().and_then(|usage| serde_json::from_value(usage).ok()),
+            finish_reason: body.pointer("/choices/0/finish_reason").and_then(Value::as_str).map(str::to_owned),
+        })
+    }
+
+    fn transient(&self, message: String, retry_after: Option<Duration>, partial: &str) -> CallError {
+        CallError::Transient { message: self.redact(&message), retry_after, partial: partial.to_owned() }
+    }
+
+    fn redact(&self, text: &str) -> String {
+        redact(text, self.endpoint.api_key.as_ref())
+    }
+}
+
+/// A body, up to [`MAX_RESPONSE_BYTES`].
+async fn read_bounded(response: reqwest::Response) -> Result<String, String> {
+    let mut body = Vec::new();
+    let mut chunks = response.bytes_stream();
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.map_err(|error| format!("the response broke: {}", describe_send_error(&error)))?;
+        if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
+            return Err("the response passed 8 MiB".to_owned());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(String::from_utf8_lossy(&body).into_owned())
+}
+
+/// What an error body says: OpenAI's `error.message` (with its code), else the body's start.
+fn provider_message(body: &str) -> String {
+    match serde_json::from_str::<Value>(body).ok().and_then(|body| body.get("error").cloned()) {
+        Some(error) => error_text(&error),
+        None => quote(body.as_bytes()),
+    }
+}
+
+fn error_text(error: &Value) -> String {
+    let message = error.get("message").and_then(Value::as_str).map(str::to_owned).unwrap_or_else(|| error.to_string());
+    let message = quote(message.as_bytes());
+    match error.get("code").and_then(Value::as_str) {
+        Some(code) => format!("{message} ({code})"),
+        None => message,
+    }
+}
+
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut parts = vec![error.to_string()];
+    let mut source = error.source();
+    while let Some(cause) = source {
+        parts.push(cause.to_string());
+        source = cause.source();
+    }
+    parts.join(": ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_bodies_give_the_providers_message_and_code() {
+        let body = r#"{"error":{"message":"This model's maximum context length is 8192 tokens.","type":"invalid_request_error","code":"context_length_exceeded"}}"#;
+        assert_eq!(
+            provider_message(body),
+            "This model's maximum context length is 8192 tokens. (context_length_exceeded)"
+        );
+        assert_eq!(provider_message("<html>Bad gateway</html>"), "<html>Bad gateway</html>");
+    }
+}

@@ -1,0 +1,302 @@
+//! The `openai` engine: research with any OpenAI-compatible chat-completions endpoint.
+//! Planning asks the model for sub-queries as JSON (the built-in plan is the fallback when
+//! the reply is unusable), retrieval and analysis are the built-in engine's over the
+//! space's passages, and generation streams a cited answer through the citation checks
+//! to the answer draft. Every call is checked against the budget before it is made
+//! (prompt tokens counted, plus the most it may write, at the configured prices), retried
+//! on transient failures with backoff and jitter within the task's deadline, and recorded
+//! with what its usage says it cost.
+mod client;
+mod prompts;
+mod tokens;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use backon::BackoffBuilder as _;
+use entity::ResearchMode;
+use serde_json::{Value, json};
+
+pub use client::{CallError, ChatClient, ChatOutput, ChatRequest, Message, Usage};
+pub use tokens::Counter;
+
+use crate::config::ChatEndpoint;
+use crate::cost::CostReport;
+use crate::engine::{
+    Answer, BuiltinEngine, Composer, EngineError, Limits, NO_EVIDENCE_ANSWER, Passage, Plan, ResearchEngine, Retrieval,
+    StageContext, Staged, async_trait, resolve_mode, split_query, sub_query_count,
+};
+
+/// The shortest and longest pause between two tries of one call (before jitter);
+/// `Retry-After` wins over both.
+const BACKOFF_MIN: Duration = Duration::from_millis(250);
+const BACKOFF_MAX: Duration = Duration::from_secs(20);
+
+/// The engine. Cheap to share: one HTTP client for every task.
+pub struct OpenAiEngine {
+    client: ChatClient,
+    builtin: BuiltinEngine,
+    /// Cleared when the server refuses `response_format`: planning then asks in words only.
+    json_mode: AtomicBool,
+}
+
+/// A call as the engine makes it: which stage, which model, what it says.
+struct Call<'c, 's> {
+    stage: &'static str,
+    request: ChatRequest,
+    composer: Option<&'c mut Composer<'s>>,
+}
+
+impl OpenAiEngine {
+    /// An engine over `endpoint`, retrieving and analysing as `builtin` does.
+    pub fn new(endpoint: ChatEndpoint, builtin: BuiltinEngine) -> Result<Self, reqwest::Error> {
+        Ok(Self { client: ChatClient::new(endpoint)?, builtin, json_mode: AtomicBool::new(true) })
+    }
+
+    fn endpoint(&self) -> &ChatEndpoint {
+        self.client.endpoint()
+    }
+
+    /// The model of a (resolved) mode.
+    fn model_for(&self, mode: ResearchMode) -> String {
+        let [fast, research, deep] = &self.endpoint().mode_models;
+        let own = match mode {
+            ResearchMode::Fast | ResearchMode::Auto => fast,
+            ResearchMode::Research => research,
+            ResearchMode::Deep => deep,
+        };
+        own.clone().unwrap_or_else(|| self.endpoint().model.clone())
+    }
+
+    fn mode(ctx: &StageContext<'_>) -> ResearchMode {
+        resolve_mode(ctx.job.mode.unwrap_or(ResearchMode::Auto), ctx.job.query.trim())
+    }
+
+    /// Makes one call, retrying transient failures; every try is checked against the
+    /// budget first and recorded in `ctx.calls` with its cost.
+    async fn call(&self, ctx: &StageContext<'_>, mut call: Call<'_, '_>) -> Result<ChatOutput, EngineError> {
+        let endpoint = self.endpoint().clone();
+        let (counter, prompt_tokens) = count_prompt(&call.request).await?;
+        let worst = CostReport::at_prices(
+            prompt_tokens,
+            i64::from(endpoint.max_output_tokens),
+            endpoint.input_usd_per_1m,
+            endpoint.output_usd_per_1m,
+        );
+        let deadline = Limits::of(ctx.job).deadline_ms.map(|ms| ctx.job.created_at.saturating_add(ms));
+        let mut delays = backon::ExponentialBuilder::default()
+            .with_min_delay(BACKOFF_MIN)
+            .with_max_delay(BACKOFF_MAX)
+            .with_max_times(endpoint.max_retries as usize)
+            .with_jitter()
+            .build();
+        let mut tries = 0u32;
+        loop {
+            tries += 1;
+            if let Some(left) = ctx.budget_left_nanos()
+                && worst.usd_nanos > left
+            {
+                return Err(EngineError::OverBudget(format!(
+                    "the next {} call ({}) could cost up to ${:.9} ({} prompt tokens, up to {} output tokens) but \
+                     ${:.9} of the ${:.9} budget is left",
+                    call.stage,
+                    call.request.model,
+                    crate::cost::nanos_to_usd(worst.usd_nanos),
+                    prompt_tokens,
+                    endpoint.max_output_tokens,
+                    crate::cost::nanos_to_usd(left.max(0)),
+                    ctx.job.budget_usd.unwrap_or_default(),
+                )));
+            }
+            if tries > 1
+                && let Some(composer) = call.composer.as_deref_mut()
+            {
+                composer.restart();
+            }
+            let composer = &mut call.composer;
+            let mut on_delta = |delta: &str| {
+                if let Some(composer) = composer.as_deref_mut() {
+                    composer.push(delta);
+                }
+            };
+            let result = self.client.stream(&call.request, &mut on_delta).await;
+            match result {
+                Ok(output) => {
+                    self.record(ctx, &call, counter, prompt_tokens, &output.content, output.usage, "ok");
+                    return Ok(output);
+                }
+                Err(CallError::Refused(message)) => {
+                    return Err(EngineError::Refused(message));
+                }
+                Err(CallError::Transient { message, retry_after, partial }) => {
+                    if !partial.is_empty() {
+                        // A cut stream was generated, and is likely billed: count it.
+                        self.record(ctx, &call, counter, prompt_tokens, &partial, None, "cut");
+                    }
+                    let Some(backoff) = delays.next() else {
+                        return Err(EngineError::Transient(format!("{message} (after {tries} tries)").into()));
+                    };
+                    let wait = retry_after.unwrap_or(backoff);
+                    if let Some(deadline) = deadline
+                        && entity::now_millis().saturating_add(i64::try_from(wait.as_millis()).unwrap_or(i64::MAX))
+                            > deadline
+                    {
+                        return Err(EngineError::Transient(
+                            format!("{message} (no time for another try before limits.deadline_ms)").into(),
+                        ));
+                    }
+                    tracing::warn!(error = %message, wait_ms = wait.as_millis() as u64, tries, stage = call.stage, "model call failed; trying again");
+                    tokio::select! {
+                        () = tokio::time::sleep(wait) => {}
+                        () = ctx.cancel.cancelled() => return Err(EngineError::Transient("the stage was stopped".into())),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Records what a call cost: its usage at the configured prices, or (when the server
+    /// reported none) its tokens counted here, marked as estimated.
+    #[expect(clippy::too_many_arguments, reason = "one record's fields, all used once")]
+    fn record(
+        &self,
+        ctx: &StageContext<'_>,
+        call: &Call<'_, '_>,
+        counter: Counter,
+        prompt_tokens: i64,
+        content: &str,
+        usage: Option<Usage>,
+        status: &str,
+    ) {
+        let endpoint = self.endpoint();
+        let (input, output, estimated) = match usage {
+            Some(usage) => (usage.prompt_tokens, usage.completion_tokens, false),
+            None => (prompt_tokens, counter.count(content).max(tokens::estimate(content)), true),
+        };
+        let cost = CostReport::at_prices(input, output, endpoint.input_usd_per_1m, endpoint.output_usd_per_1m);
+        let mut detail = json!({ "stage": call.stage, "model": call.request.model, "status": status });
+        if estimated {
+            detail["estimated"] = json!(true);
+        }
+        ctx.calls.record(cost, detail);
+    }
+
+    /// The stage's output, costing what its calls cost, with their records in the report.
+    fn staged<T>(ctx: &StageContext<'_>, output: T, mut report: Value) -> Staged<T> {
+        let cost = ctx.calls.total();
+        if !ctx.calls.is_empty() {
+            report["calls"] = Value::Array(ctx.calls.records());
+        }
+        Staged { output, cost, report }
+    }
+
+    /// Asks for a plan; falls back to the built-in one when the reply holds none.
+    async fn model_plan(
+        &self,
+        ctx: &StageContext<'_>,
+        mode: ResearchMode,
+        cap: usize,
+    ) -> Result<(Plan, Value), EngineError> {
+        let question = ctx.job.query.trim();
+        let model = self.model_for(mode);
+        let messages = prompts::plan_messages(question, cap.saturating_sub(1).max(1));
+        let json_mode = self.json_mode.load(Ordering::Relaxed);
+        let request = ChatRequest { model: model.clone(), messages: messages.clone(), json: json_mode };
+        let output = match self.call(ctx, Call { stage: "planning", request, composer: None }).await {
+            Err(EngineError::Refused(message)) if json_mode && message.contains("response_format") => {
+                // A server without JSON mode: ask again in words alone, and from now on.
+                self.json_mode.store(false, Ordering::Relaxed);
+                let request = ChatRequest { model: model.clone(), messages, json: false };
+                self.call(ctx, Call { stage: "planning", request, composer: None }).await?
+            }
+            other => other?,
+        };
+        let mut sub_queries = vec![question.to_owned()];
+        let report = match prompts::parse_plan(&output.content, question) {
+            Some(proposed) if !proposed.is_empty() => {
+                let offered = proposed.len();
+                sub_queries.extend(proposed);
+                sub_queries.truncate(cap);
+                json!({ "planner": "model", "model": model, "proposed": offered })
+            }
+            _ => {
+                sub_queries = split_query(question, cap);
+                json!({ "planner": "builtin", "model": model, "fallback": "the model's reply held no usable sub-queries" })
+            }
+        };
+        Ok((Plan { mode, sub_queries }, report))
+    }
+}
+
+/// The prompt's tokens and the counter used, off the async threads: loading a vocabulary
+/// the first time and encoding a long prompt both take a while.
+async fn count_prompt(request: &ChatRequest) -> Result<(Counter, i64), EngineError> {
+    let model = request.model.clone();
+    let contents: Vec<String> = request.messages.iter().map(|message| message.content.clone()).collect();
+    tokio::task::spawn_blocking(move || {
+        let counter = Counter::for_model(&model);
+        let tokens = counter.count_messages(contents.iter().map(String::as_str));
+        (counter, tokens)
+    })
+    .await
+    .map_err(|error| EngineError::Transient(Box::new(error)))
+}
+
+#[async_trait]
+impl ResearchEngine for OpenAiEngine {
+    async fn plan(&self, ctx: &StageContext<'_>) -> Result<Staged<Plan>, EngineError> {
+        let mode = Self::mode(ctx);
+        let mut cap = sub_query_count(mode);
+        if let Some(max) = Limits::of(ctx.job).max_sub_queries {
+            if max == 0 {
+                return Err(EngineError::LimitExceeded("limits.max_sub_queries is 0; a plan needs one".to_owned()));
+            }
+            cap = cap.min(max);
+        }
+        if cap <= 1 {
+            // One query is the question itself: nothing for a model to plan.
+            let plan = Plan { mode, sub_queries: vec![ctx.job.query.trim().to_owned()] };
+            return Ok(Self::staged(ctx, plan, json!({ "planner": "question" })));
+        }
+        let (plan, report) = self.model_plan(ctx, mode, cap).await?;
+        Ok(Self::staged(ctx, plan, report))
+    }
+
+    async fn retrieve(&self, ctx: &StageContext<'_>, plan: &Plan) -> Result<Staged<Vec<Retrieval>>, EngineError> {
+        // Retrieval calls no model: it costs nothing here.
+        let found = self.builtin.retrieve(ctx, plan).await?;
+        Ok(Staged::new(found.output, CostReport::default()))
+    }
+
+    async fn analyze(&self, ctx: &StageContext<'_>, found: &[Retrieval]) -> Result<Staged<Vec<Passage>>, EngineError> {
+        let evidence = self.builtin.analyze(ctx, found).await?;
+        Ok(Staged::new(evidence.output, CostReport::default()))
+    }
+
+    async fn generate(&self, ctx: &StageContext<'_>, evidence: &[Passage]) -> Result<Staged<Answer>, EngineError> {
+        let mut composer = Composer::new(ctx.answer, evidence.len());
+        if evidence.is_empty() {
+            // Nothing to cite: no call, and nothing spent.
+            composer.push(NO_EVIDENCE_ANSWER);
+            let composed = composer.finish();
+            return Ok(Staged::new(Answer { text: composed.text, evidence: Vec::new() }, CostReport::default()));
+        }
+        let model = self.model_for(Self::mode(ctx));
+        let request = ChatRequest {
+            model: model.clone(),
+            messages: prompts::answer_messages(ctx.job.query.trim(), evidence),
+            json: false,
+        };
+        let output = {
+            let call = Call { stage: "generating", request, composer: Some(&mut composer) };
+            self.call(ctx, call).await?
+        };
+        let composed = composer.finish();
+        let mut report = json!({ "model": model, "finish_reason": output.finish_reason });
+        if !composed.removed.is_empty() {
+            report["removed_citations"] = json!(composed.removed);
+        }
+        let answer = Answer::cited(composed.text, evidence, &composed.cited);
+        Ok(Self::staged(ctx, answer, report))
+    }
+}
