@@ -1,6 +1,8 @@
 // GraphiQL in a real browser, with every request to another host refused: runs the
 // README's first task the way a person would (a query, mutations with variables, a
 // subscription that streams to COMPLETED, the answer) and asserts on what the page shows.
+// With KFS_BROWSER_SCENARIO=answer it follows researchTaskAnswer instead, and asserts the
+// answer appeared in parts before the `done` message.
 //
 // node graphiql-browser.mjs <base url> <screenshot dir> [bearer]
 // With a bearer the page carries no token of its own (a real secret): it goes into the
@@ -87,12 +89,45 @@ try {
     "createResearchTask"
   );
   const id = task.data.createResearchTask.id;
-  await run(
-    "subscription",
-    "subscription($task: UUID!) { researchTaskProgress(taskId: $task) { sequence eventType stage } }",
-    { task: id },
-    "COMPLETED"
-  );
+  if (process.env.KFS_BROWSER_SCENARIO === "answer") {
+    // The answer as a model streams it: the result pane shows each delta in turn.
+    await tab("Variables");
+    await setEditor(visibleTool, JSON.stringify({ task: id }));
+    await setEditor(
+      ".graphiql-query-editor .CodeMirror",
+      "subscription($task: UUID!) { researchTaskAnswer(taskId: $task) { offset text done reset } }"
+    );
+    await page.click(".graphiql-execute-button");
+    const seen = [];
+    const deadline = Date.now() + 60000;
+    while (Date.now() < deadline) {
+      const text = await result();
+      if (text.includes("researchTaskAnswer") && !seen.includes(text)) {
+        seen.push(text);
+        if (seen.length === 2) {
+          const path = join(shots, "05-answer-streaming.png");
+          await page.screenshot({ path });
+          report.screenshots.push(path);
+        }
+      }
+      if (text.includes('"done": true')) break;
+      await page.waitForTimeout(25);
+    }
+    const path = join(shots, "05-answer-done.png");
+    await page.screenshot({ path });
+    report.screenshots.push(path);
+    const partial = seen.filter((text) => text.includes('"done": false'));
+    report.steps.push({ name: "answer stream", shows: seen.map((text) => text.slice(0, 300)) });
+    if (partial.length < 2) throw new Error(`the answer did not stream: ${JSON.stringify(seen)}`);
+    if (!seen.at(-1)?.includes('"done": true')) throw new Error(`no done message: ${JSON.stringify(seen)}`);
+  } else {
+    await run(
+      "subscription",
+      "subscription($task: UUID!) { researchTaskProgress(taskId: $task) { sequence eventType stage } }",
+      { task: id },
+      "COMPLETED"
+    );
+  }
   const answer = await run(
     "answer",
     "query($task: UUID!) { researchTask(id: $task) { stage answerTrace { answer } } }",

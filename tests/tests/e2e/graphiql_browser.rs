@@ -8,6 +8,7 @@
 //! `target/browser/<backend>/`, and the log names each.
 use anyhow::{Context as _, ensure};
 use api::config::DEVELOPMENT_JWT_SECRET;
+use kfs_tests::openai_server::OpenAiServer;
 use kfs_tests::server::TestServer;
 use kfs_tests::{Backend, DbTest, TestDb, db_tests};
 use secrecy::SecretString;
@@ -16,10 +17,13 @@ use serde_json::Value;
 use crate::http_contract::node_clients;
 
 pub fn tests() -> Vec<DbTest> {
-    db_tests![graphiql_runs_the_first_task_with_no_request_leaving_the_machine]
-        .into_iter()
-        .map(DbTest::needing_chromium)
-        .collect()
+    db_tests![
+        graphiql_runs_the_first_task_with_no_request_leaving_the_machine,
+        graphiql_shows_a_models_answer_as_it_streams,
+    ]
+    .into_iter()
+    .map(DbTest::needing_chromium)
+    .collect()
 }
 
 /// Where the screenshots go: beside the build, so a CI run keeps them.
@@ -28,6 +32,20 @@ fn screenshot_dir(backend: Backend) -> std::path::PathBuf {
 }
 
 async fn graphiql_runs_the_first_task_with_no_request_leaving_the_machine(db: TestDb) -> anyhow::Result<()> {
+    walkthrough(db, None).await
+}
+
+/// The README's walkthrough with `KFS_ENGINE=openai` against the stand-in model, which
+/// writes slowly enough that GraphiQL's result pane shows the answer in parts.
+async fn graphiql_shows_a_models_answer_as_it_streams(db: TestDb) -> anyhow::Result<()> {
+    let model = OpenAiServer::start().await?;
+    model.auto_delay(std::time::Duration::from_millis(200));
+    walkthrough(db, Some(&model)).await
+}
+
+/// Runs the browser script against a server with the embedded worker (and the `openai`
+/// engine on `model`, when given).
+async fn walkthrough(db: TestDb, model: Option<&OpenAiServer>) -> anyhow::Result<()> {
     let dir = node_clients()?;
     let embedded = db.backend == Backend::Sqlite;
     let server = TestServer::start_with(&db.url, |settings| {
@@ -35,13 +53,24 @@ async fn graphiql_runs_the_first_task_with_no_request_leaving_the_machine(db: Te
         if embedded {
             settings.jwt_secret = SecretString::from(DEVELOPMENT_JWT_SECRET);
         }
+        if let Some(model) = model {
+            settings.worker.engine.kind = worker::config::EngineKind::Openai;
+            settings.worker.openai = crate::research_openai::openai_settings(model);
+            model.require_key(crate::research_openai::KEY);
+        }
     })
     .await?;
-    let shots = screenshot_dir(db.backend);
+    let mut shots = screenshot_dir(db.backend);
+    if model.is_some() {
+        shots = shots.join("answer");
+    }
     let mut command = tokio::process::Command::new("node");
     command.arg(dir.join("node/graphiql-browser.mjs")).arg(server.server.base_url()).arg(&shots);
     if !embedded {
         command.arg(TestServer::token("alice", "acme"));
+    }
+    if model.is_some() {
+        command.env("KFS_BROWSER_SCENARIO", "answer");
     }
     command.env("KFS_CHROMIUM", kfs_tests::harness::chromium());
     let output = command.output().await.context("running the browser script (is Node.js installed?)")?;
