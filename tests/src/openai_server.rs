@@ -397,18 +397,7 @@ impl OpenAiServer {
     /// Listens on the same port again.
     pub async fn come_back(&self) -> anyhow::Result<()> {
         self.go_down();
-        // The aborted task's listener closes as the task unwinds; retry until it has.
-        let mut tries = 0;
-        let listener = loop {
-            match TcpListener::bind(self.addr).await {
-                Ok(listener) => break listener,
-                Err(_) if tries < 50 => {
-                    tries += 1;
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-                Err(error) => return Err(error.into()),
-            }
-        };
+        let listener = crate::server::bind_again(self.addr).await?;
         self.serve(listener);
         Ok(())
     }

@@ -140,3 +140,19 @@ pub fn chrono_now() -> i64 {
 pub fn first_error_code(body: &Value) -> Option<String> {
     body.pointer("/errors/0/extensions/code").and_then(Value::as_str).map(str::to_owned)
 }
+
+/// Binds `addr` again after the server that held it was stopped: its listener closes as
+/// the aborted task unwinds, so this retries for up to a second.
+pub async fn bind_again(addr: std::net::SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {
+    let mut tries = 0;
+    loop {
+        match tokio::net::TcpListener::bind(addr).await {
+            Ok(listener) => return Ok(listener),
+            Err(_) if tries < 50 => {
+                tries += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            Err(error) => return Err(error.into()),
+        }
+    }
+}

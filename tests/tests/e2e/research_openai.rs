@@ -124,12 +124,20 @@ pub async fn trace(api: &Api, token: &str, task: &str) -> anyhow::Result<Value> 
     Ok(api.data(Some(token), read, json!({ "id": task })).await?["researchTask"].clone())
 }
 
+/// The task's progress event with this idempotency key (`stage:retrieving` carries the plan).
+async fn event(db: &TestDb, task: Uuid, key: &str) -> anyhow::Result<progress::Model> {
+    progress::Entity::find()
+        .filter(progress::Column::ResearchTaskJobId.eq(task))
+        .filter(progress::Column::IdempotencyKey.eq(key))
+        .one(&db.db)
+        .await?
+        .with_context(|| format!("no {key} event"))
+}
+
 /// What the usage a request reported costs, in nanodollars, rounded per call as the
 /// engine does.
 fn nanos(seen: &Seen) -> i64 {
-    let usage = seen.usage.expect("a finished call reports usage");
-    let dollars = usage.prompt_tokens as f64 * INPUT_PRICE / 1e6 + usage.completion_tokens as f64 * OUTPUT_PRICE / 1e6;
-    (dollars * 1e9).round() as i64
+    nanos_at(seen, INPUT_PRICE, OUTPUT_PRICE)
 }
 
 async fn a_task_plans_retrieves_and_answers_with_the_model_and_costs_exactly_its_usage(
@@ -156,12 +164,7 @@ async fn a_task_plans_retrieves_and_answers_with_the_model_and_costs_exactly_its
     ensure_eq!(plan_call.body["response_format"]["type"], json!("json_object"));
 
     // The plan is the model's: the question first, then what it proposed.
-    let event = progress::Entity::find()
-        .filter(progress::Column::ResearchTaskJobId.eq(row.id))
-        .filter(progress::Column::IdempotencyKey.eq("stage:retrieving"))
-        .one(&db.db)
-        .await?
-        .context("no planning checkpoint")?;
+    let event = event(&db, row.id, "stage:retrieving").await?;
     ensure_eq!(event.payload["engine"]["planner"], json!("model"), "{}", event.payload);
     let proposed: Value = serde_json::from_str(plan_call.content.as_deref().context("no plan content")?)?;
     let mut expected = vec![json!(question)];
@@ -520,13 +523,7 @@ async fn an_unusable_plan_falls_back_and_a_server_without_json_mode_is_asked_in_
     let research = json!({ "mode": "RESEARCH" });
     let question = "How do bees make honey, and where do they store it?";
     let plan_of = async |task: &str| -> anyhow::Result<Value> {
-        let event = progress::Entity::find()
-            .filter(progress::Column::ResearchTaskJobId.eq(task.parse::<Uuid>()?))
-            .filter(progress::Column::IdempotencyKey.eq("stage:retrieving"))
-            .one(&db.db)
-            .await?
-            .context("no planning checkpoint")?;
-        Ok(event.payload)
+        Ok(event(&db, task.parse()?, "stage:retrieving").await?.payload)
     };
 
     server.then([Reply::answer("I would rather not plan anything today.")]);
@@ -569,12 +566,7 @@ async fn citations_of_missing_evidence_are_removed_and_missing_usage_is_estimate
     );
     let evidence = read["answerTrace"]["evidence"].as_array().cloned().unwrap_or_default();
     ensure_eq!(evidence.len(), 2);
-    let completed = progress::Entity::find()
-        .filter(progress::Column::ResearchTaskJobId.eq(row.id))
-        .filter(progress::Column::IdempotencyKey.eq("stage:completed"))
-        .one(&db.db)
-        .await?
-        .context("no completion event")?;
+    let completed = event(&db, row.id, "stage:completed").await?;
     ensure_eq!(completed.payload["generation"]["removed_citations"], json!(["[9]"]), "{}", completed.payload);
     let calls = row.cost["stages"]["generating"]["calls"].as_array().cloned().unwrap_or_default();
     ensure_eq!(calls.len(), 1);
