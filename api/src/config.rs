@@ -51,6 +51,33 @@ pub struct Settings {
     /// `KFS_LOG_FORMAT`: `text` (the default) or `json`, one object per line.
     #[serde(default)]
     pub log_format: worker::telemetry::LogFormat,
+    /// `KFS_QUOTA_QUEUED_PER_TENANT`: the most unfinished tasks (queued, running, paused)
+    /// one tenant may hold; unset, no limit.
+    #[serde(default)]
+    pub quota_queued_per_tenant: Option<u64>,
+    /// `KFS_QUOTA_USD_PER_TENANT_PER_DAY`: what one tenant's tasks created since 00:00 UTC
+    /// may have spent, in US dollars, before new tasks are refused; unset, no limit.
+    #[serde(default)]
+    pub quota_usd_per_tenant_per_day: Option<f64>,
+    /// `KFS_RATE_REQUESTS_PER_SECOND`: requests per second one principal (a subject, or
+    /// an API key) may make, in this process; unset, no limit.
+    #[serde(default)]
+    pub rate_requests_per_second: Option<u32>,
+    /// `KFS_RATE_COST_POINTS_PER_MINUTE`: GraphQL cost points (the document's size as the
+    /// guard counts it) one principal may spend per minute, in this process; unset, none.
+    #[serde(default)]
+    pub rate_cost_points_per_minute: Option<u32>,
+    /// `KFS_RATE_TENANT_REQUESTS_PER_SECOND`: the same for all of a tenant's principals
+    /// together; unset, no limit.
+    #[serde(default)]
+    pub rate_tenant_requests_per_second: Option<u32>,
+    /// `KFS_RATE_TENANT_COST_POINTS_PER_MINUTE`: the same for cost points.
+    #[serde(default)]
+    pub rate_tenant_cost_points_per_minute: Option<u32>,
+    /// `KFS_WS_MAX_CONNECTIONS_PER_PRINCIPAL`: open WebSockets one principal may hold in
+    /// this process; unset, only the process limit applies.
+    #[serde(default)]
+    pub ws_max_connections_per_principal: Option<usize>,
     /// `KFS_WORKER_<FIELD>`: the worker loops' settings.
     #[serde(default)]
     pub worker: WorkerSettings,
@@ -122,6 +149,14 @@ impl Settings {
     /// character as `\uXXXX`) and a megabyte for the rest of the request.
     pub fn body_limit(&self) -> usize {
         self.max_body_bytes.unwrap_or_else(|| self.max_content_bytes.saturating_mul(2).saturating_add(1024 * 1024))
+    }
+
+    /// The tenant quotas new tasks are checked against.
+    pub fn quotas(&self) -> worker::lifecycle::Quotas {
+        worker::lifecycle::Quotas {
+            unfinished_per_tenant: self.quota_queued_per_tenant,
+            usd_per_tenant_per_day: self.quota_usd_per_tenant_per_day,
+        }
     }
 
     /// Whether this runs on the embedded SQLite database.

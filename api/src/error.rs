@@ -31,6 +31,16 @@ pub enum ApiError {
         /// The task's row version now, when the conflict is about a task.
         row_version: Option<i32>,
     },
+    /// A quota of the tenant is used up.
+    #[error("{message}")]
+    QuotaExceeded {
+        /// Which quota, in a sentence.
+        message: String,
+        /// Its value.
+        limit: f64,
+        /// When it resets (epoch ms), if it does by itself.
+        resets_at: Option<i64>,
+    },
     /// The query asks for too much at once.
     #[error("{0}")]
     TooComplex(String),
@@ -68,6 +78,7 @@ impl ApiError {
             Self::BadUserInput(_) => "BAD_USER_INPUT",
             Self::Conflict { .. } => "CONFLICT",
             Self::TooComplex(_) => "TOO_COMPLEX",
+            Self::QuotaExceeded { .. } => "QUOTA_EXCEEDED",
             Self::Unavailable(_) => "SERVICE_UNAVAILABLE",
             Self::Internal(_) => "INTERNAL_SERVER_ERROR",
         }
@@ -92,6 +103,12 @@ impl ErrorExtensions for ApiError {
                 }
                 if let Some(version) = row_version {
                     values.set("rowVersion", *version);
+                }
+            }
+            if let Self::QuotaExceeded { limit, resets_at, .. } = self {
+                values.set("limit", *limit);
+                if let Some(at) = resets_at.and_then(chrono::DateTime::from_timestamp_millis) {
+                    values.set("resetsAt", at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
                 }
             }
         })
@@ -124,6 +141,11 @@ impl From<LifecycleError> for ApiError {
             LifecycleError::IdempotencyKeyUnreadable => {
                 Self::conflict("idempotencyKey was used by a task you can no longer read; use a new idempotencyKey")
             }
+            LifecycleError::QuotaExceeded(refusal) => Self::QuotaExceeded {
+                message: format!("quota exceeded: at most {} {}", refusal.limit, refusal.what),
+                limit: refusal.limit,
+                resets_at: refusal.resets_at,
+            },
             LifecycleError::LeaseLost => Self::internal(anyhow::anyhow!("lease lost on an API path")),
             LifecycleError::Database(error) => error.into(),
         }

@@ -15,7 +15,10 @@ mod m0015_research_task_jobs;
 mod m0016_answer_trace_task_link;
 mod m0017_knowledge_passages;
 mod m0018_answer_drafts;
+mod m0019_fair_claims;
 mod raw;
+
+pub use m0019_fair_claims::UNFINISHED;
 
 /// The ordered list of migrations.
 pub struct Migrator;
@@ -32,6 +35,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0016_answer_trace_task_link::Migration),
             Box::new(m0017_knowledge_passages::Migration),
             Box::new(m0018_answer_drafts::Migration),
+            Box::new(m0019_fair_claims::Migration),
         ]
     }
 }

@@ -161,6 +161,7 @@ pub fn new_task(grant: GrantRequest, query: &str) -> NewTask {
         metadata: json!({}),
         idempotency_key: None,
         max_execution_attempts: 3,
+        quotas: worker::lifecycle::Quotas::default(),
     }
 }
 

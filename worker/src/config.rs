@@ -19,6 +19,11 @@ pub fn environment(figment: Figment) -> Figment {
         .merge(Env::prefixed("KFS_EMBEDDINGS_").map(|key| format!("worker.embeddings.{key}").into()))
         .merge(Env::raw().only(&["KFS_ENGINE"]).map(|_| "worker.engine.kind".into()))
         .merge(Env::prefixed("KFS_OPENAI_").map(|key| format!("worker.openai.{key}").into()))
+        .merge(
+            Env::raw()
+                .only(&["KFS_MAX_RUNNING_PER_TENANT", "KFS_MAX_RUNNING_PER_SPACE"])
+                .map(|key| format!("worker.{}", key.as_str().to_ascii_lowercase().trim_start_matches("kfs_")).into()),
+        )
         .merge(Env::raw().only(&["DATABASE_URL"]))
 }
 
@@ -278,6 +283,11 @@ pub struct WorkerSettings {
     pub embeddings: EmbeddingSettings,
     /// The chat endpoint of the `openai` engine (`KFS_OPENAI_*`).
     pub openai: OpenAiSettings,
+    /// `KFS_MAX_RUNNING_PER_TENANT`: the most tasks of one tenant running at once, across
+    /// workers (unlimited when unset); a task over it stays queued.
+    pub max_running_per_tenant: Option<u32>,
+    /// `KFS_MAX_RUNNING_PER_SPACE`: the same per knowledge space.
+    pub max_running_per_space: Option<u32>,
     /// The least time between two writes of a task's answer draft while a model streams
     /// it, in milliseconds: what `researchTaskAnswer` subscribers in other processes wait
     /// at most for the next words (this process's hear them as soon as they are written).
@@ -333,11 +343,18 @@ impl Default for WorkerSettings {
             embeddings: EmbeddingSettings::default(),
             openai: OpenAiSettings::default(),
             answer_draft_ms: 100,
+            max_running_per_tenant: None,
+            max_running_per_space: None,
         }
     }
 }
 
 impl WorkerSettings {
+    /// The running-task caps.
+    pub fn caps(&self) -> crate::lifecycle::Caps {
+        crate::lifecycle::Caps { per_tenant: self.max_running_per_tenant, per_space: self.max_running_per_space }
+    }
+
     /// The retry policy of failed attempts.
     pub fn retry_policy(&self) -> crate::lifecycle::RetryPolicy {
         crate::lifecycle::RetryPolicy { base_ms: self.retry_base_ms, cap_ms: self.retry_cap_ms }

@@ -92,6 +92,7 @@ pub fn spawn_with_engine(
         engine,
         settings: settings.clone(),
         clock: clock.clone(),
+        fairness: Arc::default(),
     };
     let wake = Wakeups::default();
     let stop = Stop { drain: shutdown.clone(), abort: CancellationToken::new() };
@@ -150,16 +151,7 @@ pub async fn lease_step(
     if free == 0 {
         return Ok(Step::Idle);
     }
-    let settings = &pipeline.settings;
-    let claimed = lifecycle::claim_due(
-        &pipeline.db,
-        &pipeline.notifier,
-        &settings.worker_id,
-        settings.lease_ms,
-        free as u64,
-        now,
-    )
-    .await?;
+    let claimed = claim(pipeline, free as u64, now).await?;
     let count = claimed.len();
     for job in claimed {
         let Ok(permit) = permits.clone().try_acquire_owned() else {
@@ -180,19 +172,19 @@ pub async fn lease_step(
     Ok(if count == 0 { Step::Idle } else { Step::Claimed(count) })
 }
 
+/// Claims up to `batch` due jobs, fairly across tenants and spaces and within the caps.
+async fn claim(pipeline: &Pipeline, batch: u64, now: i64) -> Result<Vec<lifecycle::Claimed>, LifecycleError> {
+    let settings = &pipeline.settings;
+    let claim =
+        lifecycle::Claim { worker_id: &settings.worker_id, lease_ms: settings.lease_ms, batch, caps: settings.caps() };
+    let mut fairness = pipeline.fairness.lock().await;
+    lifecycle::claim_fairly(&pipeline.db, &pipeline.notifier, &claim, &mut fairness, now).await
+}
+
 /// Claims due jobs and runs each to its end before returning: the deterministic form of
 /// the lease loop, for tests and one-shot runs.
 pub async fn run_due(pipeline: &Pipeline, stop: &Stop, now: i64) -> Result<(Step, Vec<RunOutcome>), LifecycleError> {
-    let settings = &pipeline.settings;
-    let claimed = lifecycle::claim_due(
-        &pipeline.db,
-        &pipeline.notifier,
-        &settings.worker_id,
-        settings.lease_ms,
-        settings.batch_size,
-        now,
-    )
-    .await?;
+    let claimed = claim(pipeline, pipeline.settings.batch_size, now).await?;
     if claimed.is_empty() {
         return Ok((Step::Idle, Vec::new()));
     }

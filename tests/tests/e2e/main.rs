@@ -36,6 +36,7 @@ mod migration_replay;
 mod multiprocess;
 mod research_answer;
 mod research_openai;
+mod worker_fairness;
 mod worker_lease;
 mod worker_outbox;
 mod worker_pipeline;
@@ -68,6 +69,7 @@ fn main() -> ExitCode {
         research_answer::tests(),
         research_openai::tests(),
         migration_replay::tests(),
+        worker_fairness::tests(),
         worker_lease::tests(),
         worker_pipeline::tests(),
         worker_outbox::tests(),

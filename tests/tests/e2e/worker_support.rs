@@ -49,6 +49,7 @@ pub fn pipeline(
         engine,
         settings: Arc::new(settings),
         clock: entity::Clock::system(),
+        fairness: Arc::default(),
     }
 }
 

@@ -8,24 +8,21 @@ use sea_orm::{
     ActiveValue::Set,
     ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, DatabaseTransaction, EntityTrait, IntoActiveModel,
     QueryFilter, QueryOrder, QuerySelect,
-    sea_query::{LockBehavior, LockType},
+    sea_query::{Expr, LockBehavior, LockType},
 };
 use serde_json::json;
 use uuid::Uuid;
 
+use super::fair;
+pub use super::fair::{Caps, Fairness, Pair};
 use super::lease::{Claimed, Lease, fail_row};
 use super::row::{commit, signal, touch};
 use super::{LifecycleError, append_progress_event, delivery};
 use crate::db::{begin_write, is_postgres};
 use crate::notify::{Notifier, TaskSignal};
 
-/// Leases up to `batch` due jobs for `worker_id`: queued, or running with no live lease,
-/// with `retry_at` passed; or paused with `resume_after` passed (resumed first). A job that
-/// used all its attempts fails instead and is not returned.
-///
-/// Each job is claimed in its own transaction: a commit then carries exactly one task's
-/// events and one NOTIFY, and SQLite's write lock is held for one job at a time.
-#[tracing::instrument(name = "claim", level = "debug", skip_all, fields(worker_id = %worker_id, batch = batch))]
+/// Leases up to `batch` due jobs for `worker_id` with no caps and no memory of earlier
+/// claims ([`claim_fairly`] with a fresh [`Fairness`]): what tests and one-off callers use.
 pub async fn claim_due(
     db: &DatabaseConnection,
     notifier: &Notifier,
@@ -34,29 +31,107 @@ pub async fn claim_due(
     batch: u64,
     now: i64,
 ) -> Result<Vec<Claimed>, LifecycleError> {
+    let claim = Claim { worker_id, lease_ms, batch, caps: Caps::default() };
+    claim_fairly(db, notifier, &claim, &mut Fairness::default(), now).await
+}
+
+/// What one claim step may take.
+#[derive(Debug, Clone, Copy)]
+pub struct Claim<'a> {
+    /// The worker the leases go to.
+    pub worker_id: &'a str,
+    /// How long they last.
+    pub lease_ms: i64,
+    /// The most jobs to lease.
+    pub batch: u64,
+    /// The running-task caps.
+    pub caps: Caps,
+}
+
+/// Leases up to `claim.batch` due jobs: queued, or running with no live lease, with
+/// `retry_at` passed; or paused with `resume_after` passed (resumed first). A job that used
+/// all its attempts fails instead and is not returned.
+///
+/// Fair across tenants, and within a tenant across spaces: each lease goes to the (tenant,
+/// space) with due work whose tenant runs the fewest tasks now, then the one this worker
+/// served longest ago, then the space that runs the fewest, then the space served longest
+/// ago; within one space, the oldest due job. A tenant or space at its cap is skipped (its
+/// jobs stay queued). The work is one query for the pairs with unfinished work, one for
+/// what runs, and an indexed probe per pair tried: never a scan of the backlog.
+///
+/// Each job is claimed in its own transaction: a commit then carries exactly one task's
+/// events and one NOTIFY, and SQLite's write lock is held for one job at a time.
+#[tracing::instrument(name = "claim", level = "debug", skip_all, fields(worker_id = %claim.worker_id, batch = claim.batch))]
+pub async fn claim_fairly(
+    db: &DatabaseConnection,
+    notifier: &Notifier,
+    claim: &Claim<'_>,
+    fairness: &mut Fairness,
+    now: i64,
+) -> Result<Vec<Claimed>, LifecycleError> {
     let mut claimed = Vec::new();
-    for _ in 0..batch {
-        let txn = begin_write(db).await?;
-        let Some(due) = next_due(&txn, now).await? else {
-            break;
-        };
-        let (outcome, signal) = claim_one(&txn, due, worker_id, lease_ms, now).await?;
-        commit(txn, notifier, signal).await?;
+    if claim.batch == 0 {
+        return Ok(claimed);
+    }
+    let mut pairs = fair::active_pairs(db).await?;
+    if pairs.is_empty() {
+        return Ok(claimed);
+    }
+    let mut running = fair::running(db, now).await?;
+    fairness.forget_all_but(&pairs);
+    while (claimed.len() as u64) < claim.batch && !pairs.is_empty() {
+        pairs.sort_by_cached_key(|pair| fairness.order(pair, &running));
+        // The first pair in line with a due job gets the lease; pairs without one (or at
+        // their cap) are out for the rest of this step.
+        let mut leased = None;
+        while let Some(pair) = pairs.first().cloned() {
+            if running.over(&pair, claim.caps) {
+                pairs.remove(0);
+                continue;
+            }
+            let txn = begin_write(db).await?;
+            if !claim.caps.is_unlimited() && fair::over_cap_now(&txn, &pair, claim.caps, now).await? {
+                txn.rollback().await?;
+                pairs.remove(0);
+                continue;
+            }
+            match next_due(&txn, &pair, now).await? {
+                Some(due) => {
+                    let (outcome, signal) = claim_one(&txn, due, claim.worker_id, claim.lease_ms, now).await?;
+                    commit(txn, notifier, signal).await?;
+                    leased = Some((pair, outcome));
+                    break;
+                }
+                None => {
+                    txn.rollback().await?;
+                    pairs.remove(0);
+                }
+            }
+        }
+        let Some((pair, outcome)) = leased else { break };
+        // A job that failed for good instead of being leased still took its turn.
+        fairness.served(&pair);
         if let Some(one) = outcome {
+            running.add(&pair);
             claimed.push(one);
         }
     }
     Ok(claimed)
 }
 
-/// The oldest due job, locked; other workers skip it on PostgreSQL instead of waiting.
-async fn next_due(txn: &DatabaseTransaction, now: i64) -> Result<Option<job::Model>, LifecycleError> {
+/// The oldest due job of one tenant's space, locked; other workers skip it on PostgreSQL
+/// instead of waiting.
+async fn next_due(txn: &DatabaseTransaction, pair: &Pair, now: i64) -> Result<Option<job::Model>, LifecycleError> {
     let lease_free = Condition::any().add(job::Column::LeaseToken.is_null()).add(job::Column::LeaseExpiresAt.lte(now));
     let retry_passed = Condition::any().add(job::Column::RetryAt.is_null()).add(job::Column::RetryAt.lte(now));
     let claimable = Stage::iter().filter(|stage| stage.is_claimable());
     let runnable = Condition::all().add(job::Column::Stage.is_in(claimable)).add(lease_free).add(retry_passed);
     let waking = Condition::all().add(job::Column::Stage.eq(Stage::Paused)).add(job::Column::ResumeAfter.lte(now));
     let mut query = job::Entity::find()
+        .filter(job::Column::TenantId.eq(pair.tenant_id.as_str()))
+        .filter(job::Column::KnowledgeSpaceId.eq(pair.knowledge_space_id))
+        // The partial index's own predicate, so both planners read it.
+        .filter(Expr::cust(format!("\"stage\" IN ({})", migration::UNFINISHED)))
         .filter(Condition::any().add(runnable).add(waking))
         .order_by_asc(job::Column::UpdatedAt)
         .order_by_asc(job::Column::Id)

@@ -32,6 +32,8 @@ pub struct NewTask {
     pub idempotency_key: Option<String>,
     /// Claims allowed before the task fails.
     pub max_execution_attempts: i32,
+    /// The tenant's quotas, checked in the creating transaction.
+    pub quotas: super::Quotas,
 }
 
 /// A created (or, for a repeated idempotency key, the earlier) task.
@@ -118,6 +120,7 @@ async fn insert(
     now: i64,
 ) -> Result<job::Model, LifecycleError> {
     let txn = begin_write(db).await?;
+    super::quota::check(&txn, input.quotas, &input.grant.tenant_id, now).await?;
     let snapshot = grant::issue(&txn, &input.grant, now).await?;
     let row = job::ActiveModel {
         id: Set(id),

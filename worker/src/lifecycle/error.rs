@@ -31,6 +31,9 @@ pub enum LifecycleError {
     /// died), so replaying it would show what a read would not.
     #[error("idempotency key was used by a task the caller can no longer read")]
     IdempotencyKeyUnreadable,
+    /// A quota of the tenant is used up; nothing was created.
+    #[error("quota exceeded: {}", .0.what)]
+    QuotaExceeded(super::quota::QuotaRefusal),
     /// The worker's lease is gone (expired and re-claimed, canceled or paused); it must
     /// stop and write nothing more.
     #[error("lease lost")]

@@ -16,11 +16,13 @@ pub mod delivery;
 pub(crate) mod delivery;
 mod draft;
 mod error;
+mod fair;
 mod journal;
 mod lease;
+mod quota;
 mod row;
 
-pub use claim::claim_due;
+pub use claim::{Caps, Claim, Fairness, Pair, claim_due, claim_fairly};
 pub use commands::{TaskRef, cancel, pause, resume};
 pub use create::{Created, NewTask, create};
 pub use draft::write_answer_draft;
@@ -30,5 +32,6 @@ pub use lease::{
     Checkpoint, Claimed, Completion, FailOutcome, Failure, Lease, RetryPolicy, checkpoint, complete, fail_attempt,
     heartbeat, release,
 };
+pub use quota::{QuotaRefusal, Quotas};
 #[cfg(feature = "test-support")]
 pub use row::lock_job;

@@ -38,6 +38,8 @@ pub struct Pipeline {
     pub settings: Arc<WorkerSettings>,
     /// The time every lifecycle write is stamped with.
     pub clock: Clock,
+    /// Which tenants and spaces this worker served last, for fair claiming.
+    pub fairness: Arc<tokio::sync::Mutex<crate::lifecycle::Fairness>>,
 }
 
 /// How a worker is asked to stop.

@@ -49,7 +49,9 @@ impl TaskMutation {
                 access_channel: caller.channel,
                 source,
             };
-            let created = lifecycle::create(&app.db, &app.notifier, task.into_new(grant), now_millis()).await?;
+            let created =
+                lifecycle::create(&app.db, &app.notifier, task.into_new(grant, app.settings.quotas()), now_millis())
+                    .await?;
             Ok(ResearchTask(created.task))
         };
         run.await.gql()
@@ -110,11 +112,22 @@ struct NewTaskFields {
 }
 
 impl ValidTask {
-    /// The task to create under `grant`.
-    fn into_new(self, grant: GrantRequest) -> NewTask {
+    /// The task to create under `grant`, within the tenant's `quotas`.
+    fn into_new(self, grant: GrantRequest, quotas: worker::lifecycle::Quotas) -> NewTask {
         let NewTaskFields { query, mode, top_k, budget_usd, limits, metadata, idempotency_key, max_execution_attempts } =
             self.fields;
-        NewTask { grant, query, mode, top_k, budget_usd, limits, metadata, idempotency_key, max_execution_attempts }
+        NewTask {
+            grant,
+            query,
+            mode,
+            top_k,
+            budget_usd,
+            limits,
+            metadata,
+            idempotency_key,
+            max_execution_attempts,
+            quotas,
+        }
     }
 }
 
