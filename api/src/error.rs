@@ -41,6 +41,12 @@ pub enum ApiError {
         /// When it resets (epoch ms), if it does by itself.
         resets_at: Option<i64>,
     },
+    /// The caller sent more than its rate limits allow; try again after this long.
+    #[error("rate limit exceeded; try again in {retry_after_secs} s")]
+    RateLimited {
+        /// Whole seconds to wait (at least 1).
+        retry_after_secs: u64,
+    },
     /// The query asks for too much at once.
     #[error("{0}")]
     TooComplex(String),
@@ -54,6 +60,11 @@ pub enum ApiError {
 }
 
 impl ApiError {
+    /// The error of a refused rate-limit check that asks to wait `wait`.
+    pub fn rate_limited(wait: std::time::Duration) -> Self {
+        Self::RateLimited { retry_after_secs: wait.as_secs_f64().ceil().max(1.0) as u64 }
+    }
+
     /// An internal error from any cause.
     pub fn internal(cause: impl Into<anyhow::Error>) -> Self {
         Self::Internal(cause.into())
@@ -79,6 +90,7 @@ impl ApiError {
             Self::Conflict { .. } => "CONFLICT",
             Self::TooComplex(_) => "TOO_COMPLEX",
             Self::QuotaExceeded { .. } => "QUOTA_EXCEEDED",
+            Self::RateLimited { .. } => "RATE_LIMITED",
             Self::Unavailable(_) => "SERVICE_UNAVAILABLE",
             Self::Internal(_) => "INTERNAL_SERVER_ERROR",
         }
@@ -104,6 +116,9 @@ impl ErrorExtensions for ApiError {
                 if let Some(version) = row_version {
                     values.set("rowVersion", *version);
                 }
+            }
+            if let Self::RateLimited { retry_after_secs } = self {
+                values.set("retryAfterSeconds", *retry_after_secs);
             }
             if let Self::QuotaExceeded { limit, resets_at, .. } = self {
                 values.set("limit", *limit);

@@ -6,6 +6,7 @@ pub mod error;
 pub mod graphql;
 pub mod http;
 pub mod live;
+pub mod rate;
 pub mod server;
 pub mod state;
 pub mod store;

@@ -164,7 +164,19 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
         shutdown.clone(),
         &tracker,
     );
-    let state = AppState { db: db.clone(), notifier: notifier.clone(), settings: settings.clone(), live };
+    let rates = Arc::new(crate::rate::RateLimits::from_settings(&settings));
+    let idle = rates.clone();
+    let stop_forgetting = shutdown.clone();
+    tracker.spawn(async move {
+        let mut every = tokio::time::interval(std::time::Duration::from_secs(60));
+        loop {
+            tokio::select! {
+                () = stop_forgetting.cancelled() => return,
+                _ = every.tick() => idle.forget_idle(),
+            }
+        }
+    });
+    let state = AppState { db: db.clone(), notifier: notifier.clone(), settings: settings.clone(), live, rates };
     if let Some(engine) = engine {
         // The listener above already wakes the embedded loops; a second LISTEN would only
         // repeat it. (Their polling covers a gap.)

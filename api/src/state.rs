@@ -18,4 +18,6 @@ pub struct AppState {
     pub settings: Arc<Settings>,
     /// Live fan-out of task events to subscriptions.
     pub live: LiveHub,
+    /// Rate limits per principal and tenant, for this process.
+    pub rates: Arc<crate::rate::RateLimits>,
 }

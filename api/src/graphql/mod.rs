@@ -4,6 +4,7 @@
 
 mod access;
 mod context;
+mod cost_limit;
 mod enums;
 pub mod guard;
 pub mod limits;
@@ -23,6 +24,7 @@ use async_graphql::{SDLExportOptions, Schema, SchemaBuilder};
 /// async-graphql version.
 pub use async_graphql::{Request, Response};
 pub use context::{principal, state};
+pub use cost_limit::CostCheck;
 pub use mutation::MutationRoot;
 pub use query::QueryRoot;
 pub use subscription::SubscriptionRoot;
@@ -48,6 +50,7 @@ fn builder() -> SchemaBuilder<QueryRoot, MutationRoot, SubscriptionRoot> {
         .limit_recursive_depth(MAX_RECURSIVE_DEPTH)
         .extension(crate::http::ErrorCodes)
         .extension(spans::Spans)
+        .extension(cost_limit::CostLimit)
 }
 
 /// The schema the server runs, with `state` in its data for every resolver.

@@ -18,6 +18,8 @@ use super::error_codes::is_request_error;
 use super::json_size::{self, MAX_JSON_VALUES};
 use super::media::Media;
 use crate::auth::authenticate;
+use crate::error::ApiError;
+use crate::graphql::CostCheck;
 use crate::graphql::{AppSchema, guard, operation_span};
 use crate::state::AppState;
 
@@ -177,11 +179,32 @@ async fn execute(endpoint: &GraphqlEndpoint, headers: &HeaderMap, media: Media, 
         }
     };
     let mut request = request;
+    let mut checked = crate::rate::Checked::default();
+    let cost = CostCheck::default();
     if let Some(principal) = principal {
-        request = request.data(principal);
+        checked = endpoint.state.rates.request(&principal);
+        if let Some(wait) = checked.refused_for() {
+            let error = ApiError::rate_limited(wait).extend().into_server_error(async_graphql::Pos::default());
+            let response = respond(media, async_graphql::Response::from_errors(vec![error]));
+            return with_rate_headers(response, &checked);
+        }
+        request = request.data(principal).data(cost.clone());
     }
     let span = operation_span(&mut request);
-    respond_with_max(media, endpoint.schema.execute(request).instrument(span).await, max_bytes)
+    let response = respond_with_max(media, endpoint.schema.execute(request).instrument(span).await, max_bytes);
+    checked.merge(cost.take());
+    with_rate_headers(response, &checked)
+}
+
+/// Adds the `RateLimit-Policy` and `RateLimit` headers of the buckets a request touched.
+fn with_rate_headers(mut response: Response, checked: &crate::rate::Checked) -> Response {
+    if let Some((policy, now)) = checked.headers()
+        && let (Ok(policy), Ok(now)) = (header::HeaderValue::from_str(&policy), header::HeaderValue::from_str(&now))
+    {
+        response.headers_mut().insert("ratelimit-policy", policy);
+        response.headers_mut().insert("ratelimit", now);
+    }
+    response
 }
 
 /// [`respond_with_max`] for responses that cannot be large (request errors).
@@ -209,6 +232,12 @@ fn respond_with_max(media: Media, response: async_graphql::Response, max_bytes: 
         })
         .collect();
     let unavailable = codes.contains(&"SERVICE_UNAVAILABLE");
+    let retry_after =
+        response.errors.iter().find_map(|error| match error.extensions.as_ref()?.get("retryAfterSeconds") {
+            Some(async_graphql::Value::Number(seconds)) => seconds.as_u64(),
+            _ => None,
+        });
+    let limited = codes.contains(&"RATE_LIMITED");
     let mut http = if is_request_error(&response) {
         // No field ran: the spec wants no `data` entry at all.
         let status = match media {
@@ -236,6 +265,9 @@ fn respond_with_max(media: Media, response: async_graphql::Response, max_bytes: 
     if unavailable {
         *http.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
         http.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from_static(RETRY_AFTER_SECONDS));
+    } else if limited {
+        *http.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+        http.headers_mut().insert(header::RETRY_AFTER, retry_after.unwrap_or(1).into());
     }
     http
 }

@@ -11,6 +11,7 @@ use std::process::ExitCode;
 mod api_authz;
 mod api_lifecycle;
 mod api_limits;
+mod api_rate_limits;
 mod api_schema;
 mod api_subscriptions;
 mod api_support;
@@ -46,6 +47,7 @@ fn main() -> ExitCode {
     let db_tests = [
         api_authz::tests(),
         api_lifecycle::tests(),
+        api_rate_limits::tests(),
         api_limits::tests(),
         api_subscriptions::tests(),
         constraints::tests(),

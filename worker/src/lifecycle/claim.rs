@@ -86,11 +86,13 @@ pub async fn claim_fairly(
         let mut leased = None;
         while let Some(pair) = pairs.first().cloned() {
             if running.over(&pair, claim.caps) {
+                metrics::counter!("claims_deferred_by_cap_total").increment(1);
                 pairs.remove(0);
                 continue;
             }
             let txn = begin_write(db).await?;
             if !claim.caps.is_unlimited() && fair::over_cap_now(&txn, &pair, claim.caps, now).await? {
+                metrics::counter!("claims_deferred_by_cap_total").increment(1);
                 txn.rollback().await?;
                 pairs.remove(0);
                 continue;

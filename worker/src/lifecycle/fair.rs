@@ -4,8 +4,8 @@ use std::collections::HashMap;
 
 use entity::{Stage, research_task_job as job};
 use sea_orm::{
-    ColumnTrait, DatabaseConnection, DatabaseTransaction, DbErr, EntityTrait, FromQueryResult, Iterable, QueryFilter,
-    QuerySelect, Statement,
+    ColumnTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbErr, EntityTrait, FromQueryResult,
+    Iterable, QueryFilter, QuerySelect, Statement,
 };
 use uuid::Uuid;
 
@@ -100,7 +100,12 @@ impl Fairness {
 /// index of unfinished tasks (one probe per pair), never a read of the backlog itself.
 pub async fn active_pairs(db: &DatabaseConnection) -> Result<Vec<Pair>, DbErr> {
     let unfinished = format!("\"stage\" IN ({})", migration::UNFINISHED);
-    let jobs = "\"research_task_jobs\"";
+    // SQLite's planner, without statistics, prefers the lease index for `stage IN (…)` and
+    // sorts the whole backlog; name the partial index there. PostgreSQL picks it by itself.
+    let jobs = match db.get_database_backend() {
+        sea_orm::DatabaseBackend::Postgres => "\"research_task_jobs\"",
+        _ => "\"research_task_jobs\" INDEXED BY \"research_task_jobs_unfinished_idx\"",
+    };
     let next_space = format!(
         "(SELECT \"knowledge_space_id\" FROM {jobs} WHERE {unfinished} AND \"tenant_id\" = \"pairs\".\"t\" \
          AND \"knowledge_space_id\" > \"pairs\".\"s\" ORDER BY \"knowledge_space_id\" LIMIT 1)"
@@ -160,37 +165,54 @@ pub async fn running(db: &DatabaseConnection, now: i64) -> Result<Running, DbErr
     Ok(running)
 }
 
+#[derive(FromQueryResult)]
+struct Count {
+    n: i64,
+}
+
+/// The live leases of the pair's tenant (or, `in_space`, of the pair), read through the
+/// lease index: the tenant's own index would walk its whole backlog, and SQLite's planner,
+/// without statistics, picks it unless told otherwise.
+async fn live_leases(txn: &DatabaseTransaction, pair: &Pair, in_space: bool, now: i64) -> Result<i64, DbErr> {
+    let backend = txn.get_database_backend();
+    let running: Vec<String> =
+        Stage::iter().filter(|stage| stage.is_running()).map(|stage| format!("'{}'", stage.as_str())).collect();
+    let (hint, marks) = if backend == sea_orm::DatabaseBackend::Postgres {
+        ("", ["$1", "$2", "$3"])
+    } else {
+        ("INDEXED BY \"research_task_jobs_lease_idx\"", ["?", "?", "?"])
+    };
+    let mut sql = format!(
+        "SELECT COUNT(*) AS \"n\" FROM \"research_task_jobs\" {hint} WHERE \"stage\" IN ({}) \
+         AND \"lease_expires_at\" > {} AND \"lease_token\" IS NOT NULL AND \"tenant_id\" = {}",
+        running.join(", "),
+        marks[0],
+        marks[1]
+    );
+    let mut values: Vec<sea_orm::Value> = vec![now.into(), pair.tenant_id.clone().into()];
+    if in_space {
+        sql.push_str(&format!(" AND \"knowledge_space_id\" = {}", marks[2]));
+        values.push(pair.knowledge_space_id.into());
+    }
+    let statement = Statement::from_sql_and_values(backend, sql, values);
+    Ok(Count::find_by_statement(statement).one(txn).await?.map_or(0, |row| row.n))
+}
+
 /// Inside the claiming transaction: whether the pair's tenant or space is at its cap,
 /// counted again under a lock that makes two workers' claims for one tenant take turns
 /// (PostgreSQL: an advisory lock on the tenant for the transaction; SQLite's write
 /// transactions already take turns), so a cap holds however many workers race.
 pub async fn over_cap_now(txn: &DatabaseTransaction, pair: &Pair, caps: Caps, now: i64) -> Result<bool, DbErr> {
     super::quota::lock_tenant(txn, &pair.tenant_id).await?;
-    let live = |query: sea_orm::Select<job::Entity>| {
-        query
-            .filter(job::Column::Stage.is_in(Stage::iter().filter(|stage| stage.is_running())))
-            .filter(job::Column::LeaseExpiresAt.gt(now))
-            .filter(job::Column::LeaseToken.is_not_null())
-    };
-    use sea_orm::PaginatorTrait as _;
-    if let Some(cap) = caps.per_tenant {
-        let tenant =
-            live(job::Entity::find().filter(job::Column::TenantId.eq(pair.tenant_id.as_str()))).count(txn).await?;
-        if tenant >= u64::from(cap) {
-            return Ok(true);
-        }
+    if let Some(cap) = caps.per_tenant
+        && live_leases(txn, pair, false, now).await? >= i64::from(cap)
+    {
+        return Ok(true);
     }
-    if let Some(cap) = caps.per_space {
-        let space = live(
-            job::Entity::find()
-                .filter(job::Column::TenantId.eq(pair.tenant_id.as_str()))
-                .filter(job::Column::KnowledgeSpaceId.eq(pair.knowledge_space_id)),
-        )
-        .count(txn)
-        .await?;
-        if space >= u64::from(cap) {
-            return Ok(true);
-        }
+    if let Some(cap) = caps.per_space
+        && live_leases(txn, pair, true, now).await? >= i64::from(cap)
+    {
+        return Ok(true);
     }
     Ok(false)
 }

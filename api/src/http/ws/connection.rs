@@ -91,6 +91,8 @@ struct Session {
     authorization: Option<String>,
     /// Keeps the connection's API key watched for as long as the session lasts.
     _key_watch: Option<KeyWatchGuard>,
+    /// Counts the connection against its principal's limit while it lasts.
+    _slot: Option<crate::rate::SocketSlot>,
 }
 
 /// A future that resolves when the session's credential stops holding.
@@ -193,9 +195,16 @@ pub async fn serve(
                         let authorization = authorization(&payload);
                         match Box::pin(authenticate(&endpoint.state, authorization.as_deref())).await {
                             Ok(principal) => {
+                                let slot = match &principal {
+                                    Some(principal) => match endpoint.state.rates.open_socket(principal) {
+                                        Some(slot) => Some(slot),
+                                        None => break Ending::Close(close::TOO_MANY_CONNECTIONS, "Too many connections for this credential".into()),
+                                    },
+                                    None => None,
+                                };
                                 let key_watch = principal.as_ref().and_then(|p| p.api_key.as_ref()).map(|key| endpoint.state.live.watch_key(key));
                                 credential_end = principal.as_ref().map(|p| credential_ends(p, key_watch.as_ref()));
-                                session = Some(Session { authorization, _key_watch: key_watch });
+                                session = Some(Session { authorization, _key_watch: key_watch, _slot: slot });
                                 if let Some(ending) = writer.send(Outgoing::Ack).await.ending() {
                                     break ending;
                                 }
@@ -245,6 +254,16 @@ pub async fn serve(
                                 continue;
                             }
                         };
+                        if let Some(principal) = &principal
+                            && let Some(wait) = endpoint.state.rates.request(principal).refused_for()
+                        {
+                            let error = ApiError::rate_limited(wait);
+                            let refused = Outgoing::Error(id, errors_with(&error));
+                            if let Some(ending) = writer.send(refused).await.ending() {
+                                break ending;
+                            }
+                            continue;
+                        }
                         operations.insert(id.clone(), operation(&endpoint, principal, id, *request));
                     }
                 }
@@ -380,6 +399,13 @@ async fn end_every_operation(
 /// A GraphQL error list of one error.
 fn errors(message: &str, code: &str) -> Value {
     json!([{ "message": message, "extensions": { "code": code } }])
+}
+
+/// An `error` message's payload for an [`ApiError`], with all its extensions.
+fn errors_with(error: &ApiError) -> Value {
+    use async_graphql::ErrorExtensions as _;
+    let error = error.extend().into_server_error(async_graphql::Pos::default());
+    json!([error])
 }
 
 /// Whether a read failed because the client's frame or message passed the size limit.

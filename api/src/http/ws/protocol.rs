@@ -29,6 +29,9 @@ pub mod close {
     pub const DUPLICATE_ID: u16 = 4409;
     /// A second `connection_init`.
     pub const TOO_MANY_INITS: u16 = 4429;
+    /// The principal holds as many connections as `KFS_WS_MAX_CONNECTIONS_PER_PRINCIPAL`
+    /// allows (an application code: the protocol defines none for it).
+    pub const TOO_MANY_CONNECTIONS: u16 = 4029;
     /// The client reads too slowly to keep up; closing protects everyone else.
     pub const SLOW_CONSUMER: u16 = 1013;
     /// The database is unreachable: the client may try again later (RFC 6455's 1013 too).
