@@ -49,6 +49,9 @@ pub struct OpenAiSettings {
     pub api_key: Option<SecretString>,
     /// `KFS_OPENAI_MODEL`: the model of every mode without its own.
     pub model: Option<String>,
+    /// `KFS_OPENAI_MODEL_AUTO`: for tasks that ask for mode `AUTO` (before the mode is
+    /// resolved by the question's length).
+    pub model_auto: Option<String>,
     /// `KFS_OPENAI_MODEL_FAST`.
     pub model_fast: Option<String>,
     /// `KFS_OPENAI_MODEL_RESEARCH`.
@@ -75,6 +78,7 @@ impl Default for OpenAiSettings {
             base_url: None,
             api_key: None,
             model: None,
+            model_auto: None,
             model_fast: None,
             model_research: None,
             model_deep: None,
@@ -96,8 +100,8 @@ pub struct ChatEndpoint {
     pub api_key: Option<SecretString>,
     /// The model of modes without their own.
     pub model: String,
-    /// Per-mode models: fast, research, deep.
-    pub mode_models: [Option<String>; 3],
+    /// Per-mode models: auto (as asked), fast, research, deep.
+    pub mode_models: [Option<String>; 4],
     /// One request's time limit.
     pub timeout: std::time::Duration,
     /// `max_tokens` of every call.
@@ -159,6 +163,7 @@ impl OpenAiSettings {
             api_key: self.api_key.clone(),
             model: model.unwrap_or_default().to_owned(),
             mode_models: [
+                present(&self.model_auto).map(str::to_owned),
                 present(&self.model_fast).map(str::to_owned),
                 present(&self.model_research).map(str::to_owned),
                 present(&self.model_deep).map(str::to_owned),

@@ -32,6 +32,7 @@ pub fn tests() -> Vec<DbTest> {
         cancel_drops_the_request_in_flight,
         the_api_key_reaches_no_log_and_no_error,
         an_incomplete_openai_configuration_refuses_to_start,
+        each_mode_uses_its_own_model,
     ]
     .into_iter()
     .chain(db_tests![a_real_model_answers_a_task].into_iter().map(DbTest::needing_real_model))
@@ -572,6 +573,38 @@ async fn citations_of_missing_evidence_are_removed_and_missing_usage_is_estimate
     ensure_eq!(calls.len(), 1);
     ensure_eq!(calls[0]["estimated"], json!(true), "no usage was sent: {}", row.cost);
     ensure!(calls[0]["output_tokens"].as_i64().is_some_and(|tokens| tokens > 10), "{}", row.cost);
+    api.stop().await;
+    Ok(())
+}
+
+async fn each_mode_uses_its_own_model(db: TestDb) -> anyhow::Result<()> {
+    let server = OpenAiServer::start().await?;
+    let api = api(&db, &server, |openai| {
+        openai.model_deep = Some("gpt-4o".to_owned());
+        openai.model_auto = Some("gpt-4.1-mini".to_owned());
+    })
+    .await?;
+    let (space, token) = space_with_documents(&api).await?;
+    let task = create(&api, &token, &space, "How do bees make honey?", json!({ "mode": "DEEP" })).await?;
+    ensure_eq!(wait_terminal(&db, &task).await?.stage, Stage::Completed);
+    ensure!(server.seen().iter().all(|seen| seen.body["model"] == json!("gpt-4o")), "{:#?}", server.seen());
+    let before = server.seen().len();
+    let task =
+        create(&api, &token, &space, "How do bees make honey and store it in wax combs?", json!({ "mode": "AUTO" }))
+            .await?;
+    ensure_eq!(wait_terminal(&db, &task).await?.stage, Stage::Completed);
+    ensure!(server.seen()[before..].iter().all(|seen| seen.body["model"] == json!("gpt-4.1-mini")));
+    let before = server.seen().len();
+    let task = create(
+        &api,
+        &token,
+        &space,
+        "How do bees make honey and store it in wax combs?",
+        json!({ "mode": "RESEARCH" }),
+    )
+    .await?;
+    ensure_eq!(wait_terminal(&db, &task).await?.stage, Stage::Completed);
+    ensure!(server.seen()[before..].iter().all(|seen| seen.body["model"] == json!(MODEL)), "the default");
     api.stop().await;
     Ok(())
 }

@@ -57,15 +57,18 @@ impl OpenAiEngine {
         self.client.endpoint()
     }
 
-    /// The model of a (resolved) mode.
-    fn model_for(&self, mode: ResearchMode) -> String {
-        let [fast, research, deep] = &self.endpoint().mode_models;
-        let own = match mode {
-            ResearchMode::Fast | ResearchMode::Auto => fast,
+    /// The model of a task: its asked mode's (`AUTO` has one of its own), else its
+    /// resolved mode's, else the default.
+    fn model_for(&self, ctx: &StageContext<'_>) -> String {
+        let [auto, fast, research, deep] = &self.endpoint().mode_models;
+        let of = |mode: ResearchMode| match mode {
+            ResearchMode::Auto => auto,
+            ResearchMode::Fast => fast,
             ResearchMode::Research => research,
             ResearchMode::Deep => deep,
         };
-        own.clone().unwrap_or_else(|| self.endpoint().model.clone())
+        let asked = ctx.job.mode.unwrap_or(ResearchMode::Auto);
+        of(asked).clone().or_else(|| of(Self::mode(ctx)).clone()).unwrap_or_else(|| self.endpoint().model.clone())
     }
 
     fn mode(ctx: &StageContext<'_>) -> ResearchMode {
@@ -198,7 +201,7 @@ impl OpenAiEngine {
         cap: usize,
     ) -> Result<(Plan, Value), EngineError> {
         let question = ctx.job.query.trim();
-        let model = self.model_for(mode);
+        let model = self.model_for(ctx);
         let messages = prompts::plan_messages(question, cap.saturating_sub(1).max(1));
         let json_mode = self.json_mode.load(Ordering::Relaxed);
         let request = ChatRequest { model: model.clone(), messages: messages.clone(), json: json_mode };
@@ -281,7 +284,7 @@ impl ResearchEngine for OpenAiEngine {
             let composed = composer.finish();
             return Ok(Staged::new(Answer { text: composed.text, evidence: Vec::new() }, CostReport::default()));
         }
-        let model = self.model_for(Self::mode(ctx));
+        let model = self.model_for(ctx);
         let request = ChatRequest {
             model: model.clone(),
             messages: prompts::answer_messages(ctx.job.query.trim(), evidence),
