@@ -16,6 +16,7 @@ mod m0016_answer_trace_task_link;
 mod m0017_knowledge_passages;
 mod m0018_answer_drafts;
 mod m0019_fair_claims;
+mod m0020_webhooks;
 mod raw;
 
 pub use m0019_fair_claims::UNFINISHED;
@@ -36,6 +37,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0017_knowledge_passages::Migration),
             Box::new(m0018_answer_drafts::Migration),
             Box::new(m0019_fair_claims::Migration),
+            Box::new(m0020_webhooks::Migration),
         ]
     }
 }

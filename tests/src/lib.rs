@@ -4,7 +4,8 @@
 //! port 0 ([`server`]), a GraphQL-over-WebSocket client for it ([`ws`]), a scriptable
 //! OpenAI-compatible embeddings endpoint ([`embedding_server`]), a scriptable
 //! OpenAI-compatible chat-completions endpoint ([`openai_server`]), and the workspace's
-//! `api` and `worker` binaries as child processes ([`process`]).
+//! `api` and `worker` binaries as child processes ([`process`]), and a webhook receiver that
+//! verifies Standard Webhooks signatures ([`webhook_receiver`]).
 //!
 //! Test binaries declare `harness = false`, list their tests with [`db_tests!`] and
 //! [`plain_tests!`], and call [`harness::run`] from `main`.
@@ -20,6 +21,7 @@ pub mod retrieval_eval;
 pub mod schema;
 pub mod server;
 mod violation;
+pub mod webhook_receiver;
 pub mod ws;
 
 pub use database::{Backend, TestConfig, TestDb, database_url};

@@ -19,9 +19,15 @@ pub fn environment(figment: Figment) -> Figment {
         .merge(Env::prefixed("KFS_EMBEDDINGS_").map(|key| format!("worker.embeddings.{key}").into()))
         .merge(Env::raw().only(&["KFS_ENGINE"]).map(|_| "worker.engine.kind".into()))
         .merge(Env::prefixed("KFS_OPENAI_").map(|key| format!("worker.openai.{key}").into()))
+        .merge(Env::prefixed("KFS_WEBHOOK_").map(|key| format!("worker.webhooks.{key}").into()))
         .merge(
             Env::raw()
-                .only(&["KFS_MAX_RUNNING_PER_TENANT", "KFS_MAX_RUNNING_PER_SPACE"])
+                .only(&[
+                    "KFS_MAX_RUNNING_PER_TENANT",
+                    "KFS_MAX_RUNNING_PER_SPACE",
+                    "KFS_RETENTION_DAYS",
+                    "KFS_RETENTION_ANSWER_TRACES",
+                ])
                 .map(|key| format!("worker.{}", key.as_str().to_ascii_lowercase().trim_start_matches("kfs_")).into()),
         )
         .merge(Env::raw().only(&["DATABASE_URL"]))
@@ -288,6 +294,16 @@ pub struct WorkerSettings {
     pub embeddings: EmbeddingSettings,
     /// The chat endpoint of the `openai` engine (`KFS_OPENAI_*`).
     pub openai: OpenAiSettings,
+    /// Webhook deliveries (`KFS_WEBHOOK_*`).
+    pub webhooks: crate::webhooks::WebhookSettings,
+    /// `KFS_RETENTION_DAYS`: finished tasks not updated for this many days are deleted
+    /// with their events, results, outbox rows and deliveries; unset (the default), none.
+    pub retention_days: Option<u32>,
+    /// `KFS_RETENTION_ANSWER_TRACES`: prune the answer traces of those tasks too (by
+    /// default they are kept, unlinked from the deleted task).
+    pub retention_answer_traces: bool,
+    /// How often the retention pass runs, in milliseconds.
+    pub retention_interval_ms: u64,
     /// `KFS_MAX_RUNNING_PER_TENANT`: the most tasks of one tenant running at once, across
     /// workers (unlimited when unset); a task over it stays queued.
     pub max_running_per_tenant: Option<u32>,
@@ -350,6 +366,10 @@ impl Default for WorkerSettings {
             answer_draft_ms: 100,
             max_running_per_tenant: None,
             max_running_per_space: None,
+            webhooks: crate::webhooks::WebhookSettings::default(),
+            retention_days: None,
+            retention_answer_traces: false,
+            retention_interval_ms: 60_000,
         }
     }
 }

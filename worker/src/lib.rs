@@ -17,6 +17,7 @@ pub mod pipeline;
 pub mod remote;
 pub mod runtime;
 pub mod telemetry;
+pub mod webhooks;
 
 pub use config::WorkerSettings;
 pub use lifecycle::LifecycleError;

@@ -23,6 +23,7 @@ use crate::notify::{Notifier, Signal};
 use crate::openai::OpenAiEngine;
 use crate::outbox::{self, InProcessPublisher, OutboxPolicy, PostgresPublisher, Publisher};
 use crate::pipeline::{Pipeline, RunOutcome, Stop};
+use crate::webhooks;
 
 /// What one loop step did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,6 +34,8 @@ pub enum Step {
     Published(usize),
     /// The embedding loop worked a document, embedding this many passages.
     Embedded(usize),
+    /// The webhook loop tried this many deliveries.
+    Delivered(usize),
     /// The loop's remote endpoint is unavailable: wait this long (wake-ups do not help).
     Backoff(Duration),
     /// Nothing was due.
@@ -115,6 +118,22 @@ pub fn spawn_with_engine(
             shutdown.clone(),
         ));
     }
+    match webhook_policy(&settings) {
+        Ok(policy) => {
+            tracker.spawn(webhook_loop(
+                db.clone(),
+                policy,
+                settings.clone(),
+                clock.clone(),
+                wake.clone(),
+                shutdown.clone(),
+            ));
+        }
+        Err(error) => tracing::error!(error = %error, "building the webhook client failed; no webhooks are sent"),
+    }
+    if let Some(days) = settings.retention_days {
+        tracker.spawn(retention_loop(db.clone(), days, settings.clone(), clock.clone(), shutdown.clone()));
+    }
     tracker.spawn(outbox_loop(db, publisher, settings.clone(), clock, wake, shutdown.clone()));
     tracker.spawn(drain(jobs, stop, Duration::from_millis(settings.shutdown_grace_ms), shutdown));
 }
@@ -126,6 +145,7 @@ struct Wakeups {
     lease: Arc<Notify>,
     outbox: Arc<Notify>,
     embeddings: Arc<Notify>,
+    webhooks: Arc<Notify>,
 }
 
 impl Wakeups {
@@ -133,6 +153,7 @@ impl Wakeups {
         self.lease.notify_one();
         self.outbox.notify_one();
         self.embeddings.notify_one();
+        self.webhooks.notify_one();
     }
 }
 
@@ -250,6 +271,65 @@ async fn outbox_loop(
     repeat("dispatching the outbox", step, &wake.outbox, &shutdown, poll).await;
 }
 
+/// What the webhook loop sends with.
+pub fn webhook_policy(settings: &WorkerSettings) -> Result<webhooks::DeliveryPolicy, reqwest::Error> {
+    let timeout = Duration::from_millis(settings.webhooks.timeout_ms.max(1));
+    Ok(webhooks::DeliveryPolicy {
+        settings: settings.webhooks.clone(),
+        client: webhooks::address::client(timeout, settings.webhooks.allow_private)?,
+        worker_id: settings.worker_id.clone(),
+    })
+}
+
+/// Sends due webhook deliveries whenever events may have queued some, and at every poll.
+async fn webhook_loop(
+    db: DatabaseConnection,
+    policy: webhooks::DeliveryPolicy,
+    settings: Arc<WorkerSettings>,
+    clock: Clock,
+    wake: Wakeups,
+    shutdown: CancellationToken,
+) {
+    let poll = Duration::from_millis(settings.poll_interval_ms.max(1));
+    let step = || {
+        let (db, policy, now) = (db.clone(), policy.clone(), clock.now());
+        async move {
+            match webhooks::deliver_due(&db, &policy, now).await? {
+                0 => Ok(Step::Idle),
+                tried => Ok(Step::Delivered(tried)),
+            }
+        }
+    };
+    repeat("sending webhooks", step, &wake.webhooks, &shutdown, poll).await;
+}
+
+/// Deletes finished tasks older than `days`, once per `retention_interval_ms`.
+async fn retention_loop(
+    db: DatabaseConnection,
+    days: u32,
+    settings: Arc<WorkerSettings>,
+    clock: Clock,
+    shutdown: CancellationToken,
+) {
+    let every = Duration::from_millis(settings.retention_interval_ms.max(1));
+    let never = Notify::new();
+    let step = || {
+        let (db, traces, now) = (db.clone(), settings.retention_answer_traces, clock.now());
+        async move {
+            let pruned = lifecycle::prune(&db, days, traces, 100, now).await?;
+            if pruned.tasks > 0 {
+                tracing::info!(
+                    tasks = pruned.tasks,
+                    answer_traces = pruned.answer_traces,
+                    "retention pruned finished tasks"
+                );
+            }
+            Ok(Step::Idle)
+        }
+    };
+    repeat("pruning finished tasks", step, &never, &shutdown, every).await;
+}
+
 /// The embeddings client of the backlog loop, when an endpoint is configured.
 fn backlog_embedder(settings: &WorkerSettings) -> Option<Embedder> {
     let endpoint = settings.embeddings.endpoint().ok()??;
@@ -318,7 +398,7 @@ where
 {
     loop {
         let (busy, backoff) = match step().await {
-            Ok(Step::Claimed(_) | Step::Published(_) | Step::Embedded(_)) => (true, None),
+            Ok(Step::Claimed(_) | Step::Published(_) | Step::Embedded(_) | Step::Delivered(_)) => (true, None),
             Ok(Step::Backoff(wait)) => (false, Some(wait)),
             Ok(Step::Idle) => (false, None),
             Err(error) => {
@@ -351,11 +431,18 @@ async fn forward_signals(
             () = shutdown.cancelled() => break,
             received = signals.recv() => match received {
                 Ok(Signal::EmbeddingsDue) => wake.embeddings.notify_one(),
-                Ok(signal) if signal.announces_work() => {
-                    wake.lease.notify_one();
-                    wake.outbox.notify_one();
+                Ok(signal) => {
+                    if signal.announces_work() {
+                        wake.lease.notify_one();
+                        wake.outbox.notify_one();
+                    }
+                    // A progress event may have queued webhook deliveries.
+                    if matches!(&signal, Signal::WorkDue)
+                        || matches!(&signal, Signal::Task(task) if task.progress_sequence.is_some())
+                    {
+                        wake.webhooks.notify_one();
+                    }
                 }
-                Ok(_) => {}
                 // Missed signals may have announced work: look once, to be safe.
                 Err(RecvError::Lagged(_)) => wake.all(),
                 Err(RecvError::Closed) => break,

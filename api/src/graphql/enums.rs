@@ -135,3 +135,15 @@ mirror!(GqlEventType, ProgressEventType, [Started, StageChanged, Paused, Resumed
 mirror!(GqlRole, MemberRole, [Owner, Editor, Viewer]);
 mirror!(GqlMediaType, MediaType, [TextPlain, TextMarkdown, TextHtml]);
 mirror!(GqlIndexingStatus, IndexingStatus, [Pending, Ready, Failed]);
+
+/// Where a webhook delivery stands.
+#[derive(Enum, Debug, Clone, Copy, PartialEq, Eq)]
+#[graphql(name = "WebhookDeliveryStatus")]
+pub enum GqlDeliveryStatus {
+    /// Waiting for its next attempt.
+    Pending,
+    /// The endpoint answered 2xx.
+    Delivered,
+    /// Every attempt failed (or the endpoint was disabled); `redeliverWebhook` tries again.
+    Dead,
+}

@@ -11,7 +11,7 @@ use super::enums::GqlStage;
 use super::limits::{DEFAULT_PAGE, MAX_PAGE};
 use super::lists;
 use super::relay::{self, PageArgs};
-use super::types::{AnswerTrace, KnowledgeDocument, KnowledgeSpace, ResearchTask, Viewer};
+use super::types::{AnswerTrace, KnowledgeDocument, KnowledgeSpace, ResearchTask, Viewer, WebhookDelivery};
 use crate::error::{ApiError, IntoGql};
 use crate::store::{PageKey, documents, spaces};
 
@@ -121,6 +121,29 @@ impl QueryRoot {
         let run = async {
             let (caller, db) = (principal(ctx)?, &state(ctx)?.db);
             Ok::<_, ApiError>(access::visible_trace(db, caller, id).await?.map(AnswerTrace))
+        };
+        run.await.gql()
+    }
+
+    /// An endpoint's deliveries, newest first. Only the endpoint's owner sees them; any
+    /// other id answers NOT_FOUND.
+    #[graphql(complexity = "first.unwrap_or(DEFAULT_PAGE).clamp(0, MAX_PAGE) as usize * child_complexity")]
+    async fn webhook_deliveries(
+        &self,
+        ctx: &Context<'_>,
+        endpoint_id: Uuid,
+        first: Option<i32>,
+        after: Option<String>,
+    ) -> async_graphql::Result<Connection<String, WebhookDelivery>> {
+        let run = async {
+            let (caller, db) = (principal(ctx)?, &state(ctx)?.db);
+            let args = PageArgs::parse(first, after)?;
+            crate::store::webhooks::find_owned(db, &caller.tenant_id, &caller.subject_id, endpoint_id)
+                .await?
+                .ok_or(ApiError::NotFound)?;
+            let rows = crate::store::webhooks::deliveries(db, endpoint_id, args.after, args.fetch()).await?;
+            let key = |row: &entity::webhook_delivery::Model| PageKey { at: row.created_at, id: row.id };
+            Ok::<_, ApiError>(relay::build(&args, rows, false, key, WebhookDelivery))
         };
         run.await.gql()
     }

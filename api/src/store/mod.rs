@@ -9,6 +9,7 @@ pub mod documents;
 pub mod members;
 pub mod spaces;
 pub mod tasks;
+pub mod webhooks;
 
 use sea_orm::{ColumnTrait, Condition};
 use uuid::Uuid;

@@ -37,10 +37,12 @@ mod migration_replay;
 mod multiprocess;
 mod research_answer;
 mod research_openai;
+mod webhooks;
 mod worker_fairness;
 mod worker_lease;
 mod worker_outbox;
 mod worker_pipeline;
+mod worker_retention;
 mod worker_support;
 
 fn main() -> ExitCode {
@@ -71,9 +73,11 @@ fn main() -> ExitCode {
         research_answer::tests(),
         research_openai::tests(),
         migration_replay::tests(),
+        webhooks::tests(),
         worker_fairness::tests(),
         worker_lease::tests(),
         worker_pipeline::tests(),
+        worker_retention::tests(),
         worker_outbox::tests(),
     ]
     .concat();

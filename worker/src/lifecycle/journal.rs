@@ -53,7 +53,12 @@ pub async fn append_progress_event<C: ConnectionTrait>(
         payload: Set(payload),
         created_at: Set(now),
     };
+    let payload = event.payload.clone();
     progress::Entity::insert(event).exec_without_returning(txn).await?;
+    // Webhooks of the task's creator, in the same transaction as the event.
+    if let sea_orm::ActiveValue::Set(payload) = payload {
+        crate::webhooks::enqueue(txn, job, event_type, stage, sequence, &payload, now).await?;
+    }
     Ok(sequence)
 }
 

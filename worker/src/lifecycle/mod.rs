@@ -20,6 +20,7 @@ mod fair;
 mod journal;
 mod lease;
 mod quota;
+mod retention;
 mod row;
 
 pub use claim::{Caps, Claim, Fairness, Pair, claim_due, claim_fairly};
@@ -33,5 +34,6 @@ pub use lease::{
     heartbeat, release,
 };
 pub use quota::{QuotaRefusal, Quotas};
+pub use retention::{Pruned, prune};
 #[cfg(feature = "test-support")]
 pub use row::lock_job;

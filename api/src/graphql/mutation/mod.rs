@@ -4,10 +4,17 @@ mod documents;
 mod keys;
 mod spaces;
 mod tasks;
+mod webhooks;
 
 use async_graphql::MergedObject;
 
 /// Writes.
 #[derive(MergedObject, Default)]
 #[graphql(name = "Mutation")]
-pub struct MutationRoot(spaces::SpaceMutation, documents::DocumentMutation, keys::KeyMutation, tasks::TaskMutation);
+pub struct MutationRoot(
+    spaces::SpaceMutation,
+    documents::DocumentMutation,
+    keys::KeyMutation,
+    tasks::TaskMutation,
+    webhooks::WebhookMutation,
+);

@@ -91,3 +91,15 @@ pub struct CreateResearchTaskInput {
     /// Repeating a request with the same key returns the same task; at most 255 characters.
     pub idempotency_key: Option<String>,
 }
+
+/// A webhook endpoint for the caller's own tasks in a space.
+#[derive(InputObject)]
+pub struct CreateWebhookEndpointInput {
+    /// The space whose tasks (the caller's own) it follows.
+    pub knowledge_space_id: uuid::Uuid,
+    /// Where deliveries are POSTed: HTTPS to a public address (unless the server allows
+    /// private ones), at most 2,048 characters.
+    pub url: String,
+    /// The event types to deliver; at least one.
+    pub events: Vec<crate::graphql::enums::GqlEventType>,
+}

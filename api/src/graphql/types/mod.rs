@@ -8,18 +8,20 @@ mod space;
 mod task;
 mod trace;
 mod viewer;
+mod webhook;
 
 pub use api_key::{ApiKey, CreatedApiKey};
 pub use document::KnowledgeDocument;
 pub use inputs::{
     AddKnowledgeDocumentInput, AddKnowledgeSpaceMemberInput, CreateApiKeyInput, CreateKnowledgeSpaceInput,
-    CreateResearchTaskInput, UpdateKnowledgeDocumentInput,
+    CreateResearchTaskInput, CreateWebhookEndpointInput, UpdateKnowledgeDocumentInput,
 };
 pub use journal::{ResearchTaskAnswerDelta, ResearchTaskPartialResult, ResearchTaskProgressEvent};
 pub use space::{KnowledgeSpace, KnowledgeSpaceMember};
 pub use task::ResearchTask;
 pub use trace::AnswerTrace;
 pub use viewer::Viewer;
+pub use webhook::{CreatedWebhookEndpoint, WebhookDelivery, WebhookEndpoint};
 
 use chrono::{DateTime, Utc};
 

@@ -64,6 +64,20 @@ impl KnowledgeSpace {
         run.await.gql()
     }
 
+    /// The caller's own webhook endpoints in this space (anyone's who may research here;
+    /// each sees only its own), oldest first.
+    #[graphql(complexity = "MAX_PAGE as usize * child_complexity")]
+    async fn webhook_endpoints(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<super::WebhookEndpoint>> {
+        let run = async {
+            let caller = crate::graphql::context::principal(ctx)?;
+            let db = &state(ctx)?.db;
+            let rows =
+                crate::store::webhooks::list_owned(db, &caller.tenant_id, self.space.id, &caller.subject_id).await?;
+            Ok::<_, ApiError>(rows.into_iter().map(super::WebhookEndpoint).collect())
+        };
+        run.await.gql()
+    }
+
     /// The space's API keys, revoked ones included. Owners only.
     #[graphql(complexity = "MAX_PAGE as usize * child_complexity")]
     async fn api_keys(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<ApiKey>> {

@@ -1,0 +1,105 @@
+//! Webhook endpoints: any principal that may create tasks in a space registers endpoints
+//! for its own tasks there; only it sees or manages them (anyone else's ids answer
+//! NOT_FOUND, as missing ones do).
+use async_graphql::{Context, Object};
+use entity::now_millis;
+use uuid::Uuid;
+
+use crate::error::{ApiError, IntoGql};
+use crate::graphql::access::space_access;
+use crate::graphql::context::{principal, state};
+use crate::graphql::limits;
+use crate::graphql::types::{CreateWebhookEndpointInput, CreatedWebhookEndpoint, WebhookDelivery, WebhookEndpoint};
+use crate::store::webhooks::{self, NewEndpoint};
+
+/// The longest endpoint URL accepted.
+const MAX_URL_CHARS: usize = 2_048;
+
+/// Webhook mutations.
+#[derive(Default)]
+pub struct WebhookMutation;
+
+#[Object]
+impl WebhookMutation {
+    /// Registers an endpoint for the caller's own tasks in a space; the signing secret is
+    /// in the answer, this once.
+    async fn create_webhook_endpoint(
+        &self,
+        ctx: &Context<'_>,
+        input: CreateWebhookEndpointInput,
+    ) -> async_graphql::Result<CreatedWebhookEndpoint> {
+        let run = async {
+            let (caller, app) = (principal(ctx)?, state(ctx)?);
+            limits::text("url", &input.url, MAX_URL_CHARS)?;
+            if input.events.is_empty() {
+                return Err(ApiError::bad_input("events must name at least one event type"));
+            }
+            space_access(&app.db, caller, input.knowledge_space_id).await?.ok_or(ApiError::NotFound)?;
+            let url =
+                worker::webhooks::address::check_url(input.url.trim(), app.settings.worker.webhooks.allow_private)
+                    .await
+                    .map_err(ApiError::bad_input)?;
+            let mut events: Vec<String> =
+                input.events.into_iter().map(|event| worker::webhooks::event_name(event.into()).to_owned()).collect();
+            events.sort();
+            events.dedup();
+            let secret = worker::webhooks::new_secret();
+            let new = NewEndpoint {
+                tenant_id: caller.tenant_id.clone(),
+                knowledge_space_id: input.knowledge_space_id,
+                subject_id: caller.subject_id.clone(),
+                url: url.to_string(),
+                events,
+                secret: secret.clone(),
+            };
+            let endpoint = webhooks::create(&app.db, new, now_millis()).await?;
+            Ok(CreatedWebhookEndpoint { endpoint: WebhookEndpoint(endpoint), secret })
+        };
+        run.await.gql()
+    }
+
+    /// Replaces an endpoint's signing secret; the new one is in the answer, this once.
+    /// Deliveries sent from now on are signed with it.
+    async fn rotate_webhook_secret(
+        &self,
+        ctx: &Context<'_>,
+        id: Uuid,
+    ) -> async_graphql::Result<CreatedWebhookEndpoint> {
+        let run = async {
+            let (caller, app) = (principal(ctx)?, state(ctx)?);
+            let current = webhooks::find_owned(&app.db, &caller.tenant_id, &caller.subject_id, id)
+                .await?
+                .ok_or(ApiError::NotFound)?;
+            let secret = worker::webhooks::new_secret();
+            let endpoint = webhooks::update(&app.db, current, Some(secret.clone()), false, now_millis()).await?;
+            Ok(CreatedWebhookEndpoint { endpoint: WebhookEndpoint(endpoint), secret })
+        };
+        run.await.gql()
+    }
+
+    /// Stops deliveries to an endpoint for good (pending ones end `DEAD`).
+    async fn disable_webhook_endpoint(&self, ctx: &Context<'_>, id: Uuid) -> async_graphql::Result<WebhookEndpoint> {
+        let run = async {
+            let (caller, app) = (principal(ctx)?, state(ctx)?);
+            let current = webhooks::find_owned(&app.db, &caller.tenant_id, &caller.subject_id, id)
+                .await?
+                .ok_or(ApiError::NotFound)?;
+            Ok(WebhookEndpoint(webhooks::update(&app.db, current, None, true, now_millis()).await?))
+        };
+        run.await.gql()
+    }
+
+    /// Sends a delivery again, now, with the same `webhook-id` and a fresh round of attempts.
+    async fn redeliver_webhook(&self, ctx: &Context<'_>, delivery_id: Uuid) -> async_graphql::Result<WebhookDelivery> {
+        let run = async {
+            let (caller, app) = (principal(ctx)?, state(ctx)?);
+            webhooks::find_owned_delivery(&app.db, &caller.tenant_id, &caller.subject_id, delivery_id)
+                .await?
+                .ok_or(ApiError::NotFound)?;
+            let row = webhooks::redeliver(&app.db, delivery_id, now_millis()).await?.ok_or(ApiError::NotFound)?;
+            app.notifier.work_due();
+            Ok(WebhookDelivery(row))
+        };
+        run.await.gql()
+    }
+}

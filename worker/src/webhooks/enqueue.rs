@@ -1,0 +1,92 @@
+//! Writing deliveries: in the transaction of the progress event, one row per enabled
+//! endpoint of the task's own creator (same tenant, space and subject) that wants the
+//! event's type. Idempotent on (endpoint, task, sequence), as the event is on its key.
+use entity::{
+    ProgressEventType, Stage, research_task_job as job, webhook_delivery as delivery, webhook_endpoint as endpoint,
+};
+use sea_orm::{ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, sea_query::OnConflict};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+/// Queues the deliveries of one progress event (call in the event's transaction).
+pub async fn enqueue<C: ConnectionTrait>(
+    txn: &C,
+    task: &job::Model,
+    event_type: ProgressEventType,
+    stage: Stage,
+    sequence: i32,
+    payload: &Value,
+    now: i64,
+) -> Result<(), DbErr> {
+    let endpoints = endpoint::Entity::find()
+        .filter(endpoint::Column::TenantId.eq(task.tenant_id.as_str()))
+        .filter(endpoint::Column::KnowledgeSpaceId.eq(task.knowledge_space_id))
+        .filter(endpoint::Column::SubjectId.eq(task.subject_id.as_str()))
+        .filter(endpoint::Column::DisabledAt.is_null())
+        .all(txn)
+        .await?;
+    let kind = event_name(event_type);
+    let wanted: Vec<endpoint::Model> = endpoints
+        .into_iter()
+        .filter(|endpoint| endpoint.events.as_array().is_some_and(|events| events.iter().any(|event| event == kind)))
+        .collect();
+    if wanted.is_empty() {
+        return Ok(());
+    }
+    let timestamp = chrono::DateTime::from_timestamp_millis(now).unwrap_or_default().to_rfc3339();
+    let answer_trace_id = payload.get("answer_trace_id").cloned().unwrap_or(Value::Null);
+    let body = json!({
+        "type": kind,
+        "timestamp": timestamp,
+        "data": {
+            "task_id": task.id,
+            "knowledge_space_id": task.knowledge_space_id,
+            "stage": stage.as_str(),
+            "sequence": sequence,
+            "answer_trace_id": answer_trace_id,
+        },
+    })
+    .to_string();
+    let rows = wanted.iter().map(|endpoint| delivery::ActiveModel {
+        id: Set(Uuid::now_v7()),
+        endpoint_id: Set(endpoint.id),
+        tenant_id: Set(task.tenant_id.clone()),
+        research_task_job_id: Set(task.id),
+        event_type: Set(kind.to_owned()),
+        stage: Set(stage.as_str().to_owned()),
+        sequence: Set(sequence),
+        body: Set(body.clone()),
+        status: Set("pending".to_owned()),
+        attempts: Set(0),
+        next_attempt_at: Set(now),
+        lock_token: Set(None),
+        locked_by: Set(None),
+        locked_until: Set(None),
+        last_status_code: Set(None),
+        last_error: Set(None),
+        created_at: Set(now),
+        updated_at: Set(now),
+        delivered_at: Set(None),
+    });
+    let on_conflict = OnConflict::columns([
+        delivery::Column::EndpointId,
+        delivery::Column::ResearchTaskJobId,
+        delivery::Column::Sequence,
+    ])
+    .do_nothing()
+    .to_owned();
+    delivery::Entity::insert_many(rows).on_conflict(on_conflict).exec_without_returning(txn).await?;
+    Ok(())
+}
+
+/// The event type as endpoints name it (the progress event's own, `research_task.*`).
+pub fn event_name(event_type: ProgressEventType) -> &'static str {
+    match event_type {
+        ProgressEventType::Started => "research_task.started",
+        ProgressEventType::StageChanged => "research_task.stage_changed",
+        ProgressEventType::Paused => "research_task.paused",
+        ProgressEventType::Resumed => "research_task.resumed",
+        ProgressEventType::Canceled => "research_task.canceled",
+        ProgressEventType::Failed => "research_task.failed",
+    }
+}

@@ -1,0 +1,173 @@
+//! Sending due deliveries: lease them (a lock token, fenced per row), POST each signed,
+//! record the attempt, and settle the row under the same token: delivered on a 2xx, else
+//! retried later with backoff and jitter, or `dead` after the last attempt. A sender that
+//! dies mid-delivery lets its lock lapse; the next one sends the same `webhook-id` again.
+use std::time::Instant;
+
+use entity::{webhook_delivery as delivery, webhook_delivery_attempt as attempt, webhook_endpoint as endpoint};
+use futures_util::future::join_all;
+use sea_orm::{
+    ActiveValue::Set, ColumnTrait, Condition, DatabaseConnection, DbErr, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect, sea_query::Expr,
+};
+use uuid::Uuid;
+
+use super::{WebhookSettings, message_id};
+
+/// What the sending loop needs.
+#[derive(Clone)]
+pub struct DeliveryPolicy {
+    /// The settings.
+    pub settings: WebhookSettings,
+    /// The client (no redirects; the public-only resolver unless private is allowed).
+    pub client: reqwest::Client,
+    /// Who leases.
+    pub worker_id: String,
+}
+
+/// Sends the due deliveries (up to the batch size, at once); returns how many were tried.
+pub async fn deliver_due(db: &DatabaseConnection, policy: &DeliveryPolicy, now: i64) -> Result<usize, DbErr> {
+    let token = Uuid::new_v4();
+    let due: Vec<Uuid> = delivery::Entity::find()
+        .select_only()
+        .column(delivery::Column::Id)
+        .filter(free_and_due(now))
+        .order_by_asc(delivery::Column::NextAttemptAt)
+        .order_by_asc(delivery::Column::Id)
+        .limit(policy.settings.batch_size)
+        .into_tuple()
+        .all(db)
+        .await?;
+    if due.is_empty() {
+        return Ok(0);
+    }
+    // The lease: the row's own condition again, so of two senders one wins each row.
+    delivery::Entity::update_many()
+        .col_expr(delivery::Column::LockToken, Expr::value(token))
+        .col_expr(delivery::Column::LockedBy, Expr::value(policy.worker_id.clone()))
+        .col_expr(delivery::Column::LockedUntil, Expr::value(now + policy.settings.lock_ms))
+        .filter(delivery::Column::Id.is_in(due))
+        .filter(free_and_due(now))
+        .exec(db)
+        .await?;
+    let leased = delivery::Entity::find().filter(delivery::Column::LockToken.eq(token)).all(db).await?;
+    let tried = leased.len();
+    let sends = leased.into_iter().map(|row| send_one(db, policy, row, token));
+    for outcome in join_all(sends).await {
+        outcome?;
+    }
+    Ok(tried)
+}
+
+fn free_and_due(now: i64) -> Condition {
+    Condition::all()
+        .add(delivery::Column::Status.eq("pending"))
+        .add(delivery::Column::NextAttemptAt.lte(now))
+        .add(Condition::any().add(delivery::Column::LockedUntil.is_null()).add(delivery::Column::LockedUntil.lt(now)))
+}
+
+/// What one attempt got.
+struct Tried {
+    status_code: Option<i32>,
+    error: Option<String>,
+}
+
+async fn send_one(
+    db: &DatabaseConnection,
+    policy: &DeliveryPolicy,
+    row: delivery::Model,
+    token: Uuid,
+) -> Result<(), DbErr> {
+    let target = endpoint::Entity::find_by_id(row.endpoint_id).one(db).await?;
+    let started = Instant::now();
+    let tried = match &target {
+        Some(target) if target.disabled_at.is_none() => post(policy, target, &row).await,
+        _ => Tried { status_code: None, error: Some("the endpoint is disabled".to_owned()) },
+    };
+    let now = entity::now_millis();
+    let number = row.attempts + 1;
+    attempt::Entity::insert(attempt::ActiveModel {
+        id: Set(Uuid::now_v7()),
+        delivery_id: Set(row.id),
+        attempt: Set(number),
+        status_code: Set(tried.status_code),
+        latency_ms: Set(i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX)),
+        error: Set(tried.error.clone()),
+        attempted_at: Set(now),
+    })
+    .exec_without_returning(db)
+    .await?;
+    let delivered = tried.status_code.is_some_and(|code| (200..300).contains(&code));
+    let disabled = target.as_ref().is_none_or(|target| target.disabled_at.is_some());
+    let (status, next) = if delivered {
+        ("delivered", row.next_attempt_at)
+    } else if disabled || number >= policy.settings.max_attempts {
+        ("dead", row.next_attempt_at)
+    } else {
+        ("pending", now + delay(&policy.settings, number))
+    };
+    let mut update = delivery::Entity::update_many()
+        .col_expr(delivery::Column::Status, Expr::value(status))
+        .col_expr(delivery::Column::Attempts, Expr::value(number))
+        .col_expr(delivery::Column::NextAttemptAt, Expr::value(next))
+        .col_expr(delivery::Column::LockToken, Expr::value(Option::<Uuid>::None))
+        .col_expr(delivery::Column::LockedBy, Expr::value(Option::<String>::None))
+        .col_expr(delivery::Column::LockedUntil, Expr::value(Option::<i64>::None))
+        .col_expr(delivery::Column::LastStatusCode, Expr::value(tried.status_code))
+        .col_expr(delivery::Column::LastError, Expr::value(tried.error))
+        .col_expr(delivery::Column::UpdatedAt, Expr::value(now));
+    if delivered {
+        update = update.col_expr(delivery::Column::DeliveredAt, Expr::value(now));
+    }
+    // Fenced: a sender whose lock lapsed (and was taken) settles nothing.
+    update.filter(delivery::Column::Id.eq(row.id)).filter(delivery::Column::LockToken.eq(token)).exec(db).await?;
+    if status == "dead" {
+        metrics::counter!("webhook_deliveries_dead_total").increment(1);
+    }
+    Ok(())
+}
+
+/// Exponential backoff from the base, capped, with up to a quarter of jitter either way.
+fn delay(settings: &WebhookSettings, attempts: i32) -> i64 {
+    let doubled = settings.retry_base_ms.saturating_mul(1_i64 << attempts.clamp(1, 30).saturating_sub(1));
+    let capped = doubled.min(settings.retry_cap_ms).max(1);
+    let jitter = rand::random_range(-(capped / 4)..=(capped / 4));
+    (capped + jitter).max(1)
+}
+
+async fn post(policy: &DeliveryPolicy, target: &endpoint::Model, row: &delivery::Model) -> Tried {
+    let failed = |error: String| Tried { status_code: None, error: Some(error) };
+    // Checked again at send time: the endpoint was checked at registration, but a
+    // literal address bypasses the resolver, and the rule may have changed since.
+    if let Err(error) = super::address::check_url(&target.url, policy.settings.allow_private).await {
+        return failed(error);
+    }
+    let signer = match standardwebhooks::Webhook::new(&target.secret) {
+        Ok(signer) => signer,
+        Err(error) => return failed(format!("the endpoint's secret is unusable: {error}")),
+    };
+    let id = message_id(row.id);
+    let timestamp = entity::now_millis() / 1_000;
+    let signature = match signer.sign(&id, timestamp, row.body.as_bytes()) {
+        Ok(signature) => signature,
+        Err(error) => return failed(format!("signing failed: {error}")),
+    };
+    let sent = policy
+        .client
+        .post(&target.url)
+        .header("content-type", "application/json")
+        .header(standardwebhooks::HEADER_WEBHOOK_ID, &id)
+        .header(standardwebhooks::HEADER_WEBHOOK_TIMESTAMP, timestamp.to_string())
+        .header(standardwebhooks::HEADER_WEBHOOK_SIGNATURE, signature)
+        .body(row.body.clone())
+        .send()
+        .await;
+    match sent {
+        Ok(response) => {
+            let code = i32::from(response.status().as_u16());
+            let error = (!response.status().is_success()).then(|| format!("HTTP {code}"));
+            Tried { status_code: Some(code), error }
+        }
+        Err(error) => failed(crate::remote::describe_send_error(&error)),
+    }
+}
