@@ -544,6 +544,26 @@ async fn an_unusable_plan_falls_back_and_a_server_without_json_mode_is_asked_in_
     ensure!(seen[before].body.get("response_format").is_some(), "asked for JSON first");
     ensure!(seen[before + 1].body.get("response_format").is_none(), "then in words: {:?}", seen[before + 1].body);
     ensure_eq!(plan_of(&task).await?["engine"]["planner"], json!("model"), "the prose reply's JSON was read");
+
+    // A reasoning model's dialect: `max_completion_tokens`, no `temperature`.
+    server.then([
+        Reply::error(
+            400,
+            "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.",
+            "invalid_request_error",
+            Some("unsupported_parameter"),
+        ),
+        Reply::error(400, "Unsupported value: 'temperature' does not support 0 with this model.", "invalid_request_error", None),
+    ]);
+    let before = server.seen().len();
+    let task = create(&api, &token, &space, question, json!({ "mode": "FAST" })).await?;
+    let row = wait_terminal(&db, &task).await?;
+    ensure_eq!(row.stage, Stage::Completed, "{:?}", row.error);
+    let seen = server.seen();
+    let last = &seen.last().context("a request")?.body;
+    ensure_eq!(seen.len(), before + 3, "one refusal per parameter, then the call");
+    ensure!(last.get("max_tokens").is_none() && last["max_completion_tokens"] == json!(400), "{last}");
+    ensure!(last.get("temperature").is_none(), "{last}");
     api.stop().await;
     Ok(())
 }

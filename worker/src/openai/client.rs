@@ -4,6 +4,8 @@
 //! to the caller as they arrive, and the usage chunk gives the token counts. A stream that
 //! ends before it says it finished is an error, never a short answer. A server that
 //! answers with one JSON completion instead of a stream is read as such.
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use eventsource_stream::Eventsource as _;
@@ -78,11 +80,41 @@ pub enum CallError {
     Refused(String),
 }
 
+/// What a server turned out not to accept, learned from its 400s and remembered: servers
+/// differ (OpenAI's reasoning models want `max_completion_tokens` and no `temperature`;
+/// some local servers know neither `response_format` nor `stream_options`).
+#[derive(Debug, Default)]
+struct Dialect {
+    no_response_format: AtomicBool,
+    max_completion_tokens: AtomicBool,
+    no_temperature: AtomicBool,
+    no_stream_options: AtomicBool,
+}
+
+impl Dialect {
+    /// Adapts to a 400 that names a parameter not yet adapted to; false if none.
+    fn adapt(&self, message: &str) -> bool {
+        let flags = [
+            ("response_format", &self.no_response_format),
+            ("max_tokens", &self.max_completion_tokens),
+            ("temperature", &self.no_temperature),
+            ("stream_options", &self.no_stream_options),
+        ];
+        for (parameter, flag) in flags {
+            if message.contains(parameter) && !flag.swap(true, Ordering::Relaxed) {
+                return true;
+            }
+        }
+        false
+    }
+}
+
 /// The HTTP client of one chat endpoint.
 #[derive(Debug, Clone)]
 pub struct ChatClient {
     http: reqwest::Client,
     endpoint: ChatEndpoint,
+    dialect: Arc<Dialect>,
 }
 
 impl ChatClient {
@@ -92,7 +124,7 @@ impl ChatClient {
             .timeout(endpoint.timeout)
             .connect_timeout(endpoint.timeout.min(Duration::from_secs(10)))
             .build()?;
-        Ok(Self { http, endpoint })
+        Ok(Self { http, endpoint, dialect: Arc::default() })
     }
 
     /// The endpoint's settings.
@@ -100,24 +132,49 @@ impl ChatClient {
         &self.endpoint
     }
 
-    /// Makes one streamed call, handing each content delta to `on_delta` as it arrives.
-    /// Dropping the future drops the connection.
+    /// Makes one streamed call, handing each content delta to `on_delta` as it arrives. A
+    /// 400 naming a parameter the server does not take is answered by asking again
+    /// without it (remembered for later calls). Dropping the future drops the connection.
     pub async fn stream(
         &self,
         request: &ChatRequest,
         on_delta: &mut (dyn FnMut(&str) + Send),
     ) -> Result<ChatOutput, CallError> {
-        let mut body = json!({
-            "model": request.model,
-            "messages": request.messages,
-            "stream": true,
-            "stream_options": { "include_usage": true },
-            "max_tokens": self.endpoint.max_output_tokens,
-            "temperature": 0,
-        });
-        if request.json {
+        loop {
+            match self.stream_once(request, on_delta).await {
+                Err(CallError::Refused(message)) if message.starts_with("HTTP 400") && self.dialect.adapt(&message) => {
+                    tracing::info!(error = %message, "the model endpoint refused a parameter; asking without it");
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// The request body, in the server's dialect.
+    fn body(&self, request: &ChatRequest) -> Value {
+        let dialect = &self.dialect;
+        let mut body = json!({ "model": request.model, "messages": request.messages, "stream": true });
+        if !dialect.no_stream_options.load(Ordering::Relaxed) {
+            body["stream_options"] = json!({ "include_usage": true });
+        }
+        let limit =
+            if dialect.max_completion_tokens.load(Ordering::Relaxed) { "max_completion_tokens" } else { "max_tokens" };
+        body[limit] = json!(self.endpoint.max_output_tokens);
+        if !dialect.no_temperature.load(Ordering::Relaxed) {
+            body["temperature"] = json!(0);
+        }
+        if request.json && !dialect.no_response_format.load(Ordering::Relaxed) {
             body["response_format"] = json!({ "type": "json_object" });
         }
+        body
+    }
+
+    async fn stream_once(
+        &self,
+        request: &ChatRequest,
+        on_delta: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<ChatOutput, CallError> {
+        let body = self.body(request);
         let mut builder = self.http.post(format!("{}/chat/completions", self.endpoint.base_url)).json(&body);
         if let Some(key) = &self.endpoint.api_key {
             builder = builder.bearer_auth(key.expose_secret());

@@ -10,7 +10,6 @@ mod client;
 mod prompts;
 mod tokens;
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use backon::BackoffBuilder as _;
@@ -36,8 +35,6 @@ const BACKOFF_MAX: Duration = Duration::from_secs(20);
 pub struct OpenAiEngine {
     client: ChatClient,
     builtin: BuiltinEngine,
-    /// Cleared when the server refuses `response_format`: planning then asks in words only.
-    json_mode: AtomicBool,
 }
 
 /// A call as the engine makes it: which stage, which model, what it says.
@@ -50,7 +47,7 @@ struct Call<'c, 's> {
 impl OpenAiEngine {
     /// An engine over `endpoint`, retrieving and analysing as `builtin` does.
     pub fn new(endpoint: ChatEndpoint, builtin: BuiltinEngine) -> Result<Self, reqwest::Error> {
-        Ok(Self { client: ChatClient::new(endpoint)?, builtin, json_mode: AtomicBool::new(true) })
+        Ok(Self { client: ChatClient::new(endpoint)?, builtin })
     }
 
     fn endpoint(&self) -> &ChatEndpoint {
@@ -203,17 +200,9 @@ impl OpenAiEngine {
         let question = ctx.job.query.trim();
         let model = self.model_for(ctx);
         let messages = prompts::plan_messages(question, cap.saturating_sub(1).max(1));
-        let json_mode = self.json_mode.load(Ordering::Relaxed);
-        let request = ChatRequest { model: model.clone(), messages: messages.clone(), json: json_mode };
-        let output = match self.call(ctx, Call { stage: "planning", request, composer: None }).await {
-            Err(EngineError::Refused(message)) if json_mode && message.contains("response_format") => {
-                // A server without JSON mode: ask again in words alone, and from now on.
-                self.json_mode.store(false, Ordering::Relaxed);
-                let request = ChatRequest { model: model.clone(), messages, json: false };
-                self.call(ctx, Call { stage: "planning", request, composer: None }).await?
-            }
-            other => other?,
-        };
+        // JSON mode where the server has it; one without is asked in words alone.
+        let request = ChatRequest { model: model.clone(), messages, json: true };
+        let output = self.call(ctx, Call { stage: "planning", request, composer: None }).await?;
         let mut sub_queries = vec![question.to_owned()];
         let report = match prompts::parse_plan(&output.content, question) {
             Some(proposed) if !proposed.is_empty() => {
