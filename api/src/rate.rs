@@ -175,6 +175,16 @@ impl RateLimits {
         self.take([&self.requests, &self.tenant_requests], principal, 1)
     }
 
+    /// Counts one request that carries no credential, against its client address: anyone
+    /// may send those, so they are limited where they come from.
+    pub fn anonymous(&self, peer: std::net::IpAddr) -> Checked {
+        let mut checked = Checked::default();
+        if let Some(bucket) = &self.requests {
+            checked.states.push(bucket.take(&format!("ip:{peer}"), 1));
+        }
+        checked.count_refusal()
+    }
+
     /// Counts `points` of GraphQL cost of `principal`.
     pub fn cost(&self, principal: &Principal, points: u32) -> Checked {
         self.take([&self.cost, &self.tenant_cost], principal, points.max(1))

@@ -186,6 +186,7 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
     let app = router(state.clone(), shutdown.clone())?;
     let stop = shutdown.clone();
     tracker.spawn(async move {
+        let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
         let serve = axum::serve(listener, app).with_graceful_shutdown(async move { stop.cancelled().await });
         if let Err(error) = serve.await {
             tracing::error!(error = %error, "the HTTP server stopped with an error");

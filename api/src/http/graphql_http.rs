@@ -7,7 +7,10 @@ use async_graphql::{Request, Variables};
 use async_graphql_axum::GraphQLResponse;
 use axum::body::HttpBody as _;
 use axum::body::{Body, to_bytes};
-use axum::extract::{RawQuery, State};
+use std::net::{IpAddr, SocketAddr};
+
+use axum::Extension;
+use axum::extract::{ConnectInfo, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::IntoResponse as _;
 use axum::response::Response;
@@ -33,8 +36,18 @@ pub struct GraphqlEndpoint {
 }
 
 /// `POST /graphql` with an `application/json` body.
-pub async fn graphql_post(State(endpoint): State<GraphqlEndpoint>, headers: HeaderMap, body: Body) -> Response {
+pub async fn graphql_post(
+    State(endpoint): State<GraphqlEndpoint>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
     let media = Media::negotiate(&headers);
+    let peer = peer.map(|Extension(ConnectInfo(address))| address.ip());
+    let anonymous = match anonymous_limit(&endpoint, &headers, peer, media) {
+        Ok(checked) => checked,
+        Err(refused) => return refused,
+    };
     let is_json = headers
         .get(header::CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())
@@ -57,7 +70,7 @@ pub async fn graphql_post(State(endpoint): State<GraphqlEndpoint>, headers: Head
         Ok(request) => request,
         Err(error) => return respond(media, async_graphql::Response::from_errors(vec![error])),
     };
-    execute(&endpoint, &headers, media, request).await
+    execute(&endpoint, &headers, media, request, (peer, anonymous)).await
 }
 
 /// Bodies above this size are parsed on the blocking pool: a body may be several
@@ -87,10 +100,16 @@ async fn parse_body(bytes: axum::body::Bytes) -> Result<Request, String> {
 /// `GET /graphql?query=…`: queries only; a mutation answers 405.
 pub async fn graphql_get(
     State(endpoint): State<GraphqlEndpoint>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Response {
     let media = Media::negotiate(&headers);
+    let peer = peer.map(|Extension(ConnectInfo(address))| address.ip());
+    let anonymous = match anonymous_limit(&endpoint, &headers, peer, media) {
+        Ok(checked) => checked,
+        Err(refused) => return refused,
+    };
     let pairs: Vec<(String, String)> =
         query.as_deref().map(|raw| serde_urlencoded::from_str(raw).unwrap_or_default()).unwrap_or_default();
     let mut parameters = Map::new();
@@ -122,7 +141,7 @@ pub async fn graphql_get(
         response.headers_mut().insert(header::ALLOW, header::HeaderValue::from_static("POST"));
         return response;
     }
-    execute(&endpoint, &headers, media, request).await
+    execute(&endpoint, &headers, media, request, (peer, anonymous)).await
 }
 
 /// Checks the spec's request parameters: `query` a string; `operationName` a string or
@@ -168,18 +187,35 @@ fn is_query_operation(request: &mut Request) -> bool {
 
 /// Authenticates, executes a request the guard prepared, and writes the response with the
 /// negotiated media type.
-async fn execute(endpoint: &GraphqlEndpoint, headers: &HeaderMap, media: Media, request: Request) -> Response {
+async fn execute(
+    endpoint: &GraphqlEndpoint,
+    headers: &HeaderMap,
+    media: Media,
+    request: Request,
+    (peer, mut checked): (Option<IpAddr>, crate::rate::Checked),
+) -> Response {
     let max_bytes = endpoint.state.settings.max_response_bytes;
     let authorization = headers.get(header::AUTHORIZATION).and_then(|value| value.to_str().ok());
     let principal = match authenticate(&endpoint.state, authorization).await {
         Ok(principal) => principal,
         Err(error) => {
+            // A credential that does not authenticate is charged to its address, as no
+            // credential is: guessing keys is no way around the limit.
+            let mut error = error;
+            if !matches!(error, ApiError::Unavailable(_))
+                && let Some(peer) = peer
+            {
+                checked = endpoint.state.rates.anonymous(peer);
+                if let Some(wait) = checked.refused_for() {
+                    error = ApiError::rate_limited(wait);
+                }
+            }
             let error = error.extend().into_server_error(async_graphql::Pos::default());
-            return respond_with_max(media, async_graphql::Response::from_errors(vec![error]), max_bytes);
+            let response = respond_with_max(media, async_graphql::Response::from_errors(vec![error]), max_bytes);
+            return with_rate_headers(response, &checked);
         }
     };
     let mut request = request;
-    let mut checked = crate::rate::Checked::default();
     let cost = CostCheck::default();
     if let Some(principal) = principal {
         checked = endpoint.state.rates.request(&principal);
@@ -194,6 +230,28 @@ async fn execute(endpoint: &GraphqlEndpoint, headers: &HeaderMap, media: Media, 
     let response = respond_with_max(media, endpoint.schema.execute(request).instrument(span).await, max_bytes);
     checked.merge(cost.take());
     with_rate_headers(response, &checked)
+}
+
+/// A request with no credential is charged to its client address before anything else
+/// (reading its body included): the buckets it touched, or the 429 when that address
+/// sends too many.
+fn anonymous_limit(
+    endpoint: &GraphqlEndpoint,
+    headers: &HeaderMap,
+    peer: Option<IpAddr>,
+    media: Media,
+) -> Result<crate::rate::Checked, Response> {
+    let Some(peer) = peer.filter(|_| !headers.contains_key(header::AUTHORIZATION)) else {
+        return Ok(crate::rate::Checked::default());
+    };
+    let checked = endpoint.state.rates.anonymous(peer);
+    match checked.refused_for() {
+        None => Ok(checked),
+        Some(wait) => {
+            let error = ApiError::rate_limited(wait).extend().into_server_error(async_graphql::Pos::default());
+            Err(with_rate_headers(respond(media, async_graphql::Response::from_errors(vec![error])), &checked))
+        }
+    }
 }
 
 /// Adds the `RateLimit-Policy` and `RateLimit` headers of the buckets a request touched.

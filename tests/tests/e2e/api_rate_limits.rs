@@ -17,6 +17,7 @@ pub fn tests() -> Vec<DbTest> {
         cost_points_are_charged_with_each_documents_complexity,
         a_tenants_principals_share_the_tenant_bucket,
         websocket_connections_and_operations_are_limited_per_principal,
+        requests_without_a_working_credential_are_limited_by_address,
     ]
 }
 
@@ -150,6 +151,36 @@ async fn websocket_connections_and_operations_are_limited_per_principal(db: Test
     first.subscribe("4", VIEWER, json!({})).await?;
     ensure!(matches!(first.next_event().await?, Event::Next(id, _) if id == "4"));
     first.close().await?;
+    api.stop().await;
+    Ok(())
+}
+
+async fn requests_without_a_working_credential_are_limited_by_address(db: TestDb) -> anyhow::Result<()> {
+    let api = crate::live_support::api_with(&db, |settings| settings.rate_requests_per_second = Some(3)).await?;
+    let anonymous = async || -> anyhow::Result<(u16, Option<String>)> {
+        let response = reqwest::Client::new()
+            .post(api.server.graphql_url())
+            .json(&json!({ "query": "{ __typename }" }))
+            .send()
+            .await?;
+        let policy =
+            response.headers().get("ratelimit-policy").and_then(|value| value.to_str().ok()).map(str::to_owned);
+        Ok((response.status().as_u16(), policy))
+    };
+    let (status, policy) = anonymous().await?;
+    ensure_eq!(status, 200);
+    ensure_eq!(policy.as_deref(), Some("\"requests\";q=3;w=1"));
+    // A bearer that does not authenticate counts against the same address.
+    let (_, _, _, _, body) = post(&api, "not-a-valid-token", VIEWER).await?;
+    ensure_eq!(body["errors"][0]["extensions"]["code"], json!("UNAUTHENTICATED"), "{body}");
+    ensure_eq!(anonymous().await?.0, 200);
+    let (status, _) = anonymous().await?;
+    ensure_eq!(status, 429, "the address used its three");
+    let (status, _, _, _, body) = post(&api, "not-a-valid-token", VIEWER).await?;
+    ensure_eq!(status, 429, "{body}");
+    ensure_eq!(body["errors"][0]["extensions"]["code"], json!("RATE_LIMITED"));
+    // A principal that authenticates has a bucket of its own.
+    ensure_eq!(post(&api, &api.token("alice"), VIEWER).await?.0, 200);
     api.stop().await;
     Ok(())
 }
