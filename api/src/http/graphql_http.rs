@@ -46,7 +46,7 @@ pub async fn graphql_post(
     let peer = peer.map(|Extension(ConnectInfo(address))| address.ip());
     let anonymous = match anonymous_limit(&endpoint, &headers, peer, media) {
         Ok(checked) => checked,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     let is_json = headers
         .get(header::CONTENT_TYPE)
@@ -108,7 +108,7 @@ pub async fn graphql_get(
     let peer = peer.map(|Extension(ConnectInfo(address))| address.ip());
     let anonymous = match anonymous_limit(&endpoint, &headers, peer, media) {
         Ok(checked) => checked,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     let pairs: Vec<(String, String)> =
         query.as_deref().map(|raw| serde_urlencoded::from_str(raw).unwrap_or_default()).unwrap_or_default();
@@ -240,7 +240,7 @@ fn anonymous_limit(
     headers: &HeaderMap,
     peer: Option<IpAddr>,
     media: Media,
-) -> Result<crate::rate::Checked, Response> {
+) -> Result<crate::rate::Checked, Box<Response>> {
     let Some(peer) = peer.filter(|_| !headers.contains_key(header::AUTHORIZATION)) else {
         return Ok(crate::rate::Checked::default());
     };
@@ -249,7 +249,10 @@ fn anonymous_limit(
         None => Ok(checked),
         Some(wait) => {
             let error = ApiError::rate_limited(wait).extend().into_server_error(async_graphql::Pos::default());
-            Err(with_rate_headers(respond(media, async_graphql::Response::from_errors(vec![error])), &checked))
+            Err(Box::new(with_rate_headers(
+                respond(media, async_graphql::Response::from_errors(vec![error])),
+                &checked,
+            )))
         }
     }
 }
