@@ -30,6 +30,7 @@ pub fn tests() -> Vec<DbTest> {
         an_unusable_plan_falls_back_and_a_server_without_json_mode_is_asked_in_words,
         citations_of_missing_evidence_are_removed_and_missing_usage_is_estimated,
         cancel_drops_the_request_in_flight,
+        a_lease_lost_to_expiry_drops_the_request_at_the_next_heartbeat,
         the_api_key_reaches_no_log_and_no_error,
         an_incomplete_openai_configuration_refuses_to_start,
         each_mode_uses_its_own_model,
@@ -350,6 +351,49 @@ async fn cancel_drops_the_request_in_flight(db: TestDb) -> anyhow::Result<()> {
     ensure_eq!(read["stage"], json!("CANCELED"));
     ensure!(read["answerTrace"].is_null(), "{read}");
     ensure_eq!(server.seen().len(), 1, "no further call");
+    api.stop().await;
+    Ok(())
+}
+
+async fn a_lease_lost_to_expiry_drops_the_request_at_the_next_heartbeat(db: TestDb) -> anyhow::Result<()> {
+    let server = OpenAiServer::start().await?;
+    server.require_key(KEY);
+    let mut openai = openai_settings(&server);
+    openai.max_retries = 0;
+    let api = crate::live_support::api_with(&db, |settings| {
+        settings.embedded_worker = true;
+        settings.worker.engine.kind = EngineKind::Openai;
+        settings.worker.openai = openai;
+        settings.worker.heartbeat_ms = 200;
+        settings.worker.poll_interval_ms = 60_000;
+    })
+    .await?;
+    let (space, token) = space_with_documents(&api).await?;
+    let long = "Bees make honey from nectar [1]. ".repeat(60);
+    server.then([Reply::Answer(Answer::new(long).slow(Duration::from_millis(100)))]);
+    let task = create(&api, &token, &space, "How do bees make honey?", json!({ "mode": "FAST" })).await?;
+    wait_until(Duration::from_secs(30), "the answer to be streaming", async || {
+        Ok(server.seen().first().is_some_and(|seen| seen.content.is_some()))
+    })
+    .await?;
+    // Another worker takes the task over as if the lease had expired (its clock is past
+    // the expiry), through a notifier of its own: on SQLite only the first worker's next
+    // heartbeat can tell it (on PostgreSQL the claim's NOTIFY may tell it sooner).
+    let later = entity::now_millis() + 10 * 60_000;
+    let stolen = worker::lifecycle::claim_due(&db.db, &worker::Notifier::new(), "thief", 60_000, 1, later).await?;
+    ensure_eq!(stolen.len(), 1, "the lease was taken over");
+    let taken_at = Instant::now();
+    wait_until(Duration::from_secs(5), "the first worker to drop its request", async || {
+        Ok(server.seen()[0].dropped_at.is_some())
+    })
+    .await?;
+    let dropped = server.seen()[0].dropped_at.context("dropped")?.duration_since(taken_at);
+    ensure!(dropped < Duration::from_millis(200 + 300), "dropped {dropped:?} after the takeover, by the next beat");
+    // Nothing of the first worker lands: the task is the thief's, and no trace was written.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let row = job::Entity::find_by_id(task.parse::<Uuid>()?).one(&db.db).await?.context("task")?;
+    ensure_eq!(row.worker_id.as_deref(), Some("thief"));
+    ensure!(trace(&api, &token, &task).await?["answerTrace"].is_null());
     api.stop().await;
     Ok(())
 }
