@@ -176,13 +176,18 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
             }
         }
     });
-    let state = AppState { db: db.clone(), notifier: notifier.clone(), settings: settings.clone(), live, rates };
-    if let Some(engine) = engine {
-        // The listener above already wakes the embedded loops; a second LISTEN would only
-        // repeat it. (Their polling covers a gap.)
-        let worker_settings = worker::config::WorkerSettings { pg_listen: false, ..settings.worker.clone() };
-        worker::runtime::spawn_with_engine(db, notifier, worker_settings, engine, shutdown.clone(), &tracker);
-    }
+    let worker_ticks = match engine {
+        Some(engine) => {
+            // The listener above already wakes the embedded loops; a second LISTEN would
+            // only repeat it. (Their polling covers a gap.)
+            let worker_settings = worker::config::WorkerSettings { pg_listen: false, ..settings.worker.clone() };
+            let (db, notifier) = (db.clone(), notifier.clone());
+            worker::runtime::spawn_with_engine(db, notifier, worker_settings, engine, shutdown.clone(), &tracker)
+        }
+        None => worker::observe::Ticks::default(),
+    };
+    worker::observe::spawn_gauges(db.clone(), shutdown.clone(), &tracker);
+    let state = AppState { db, notifier, settings: settings.clone(), live, rates, worker_ticks };
     let app = router(state.clone(), shutdown.clone())?;
     let stop = shutdown.clone();
     tracker.spawn(async move {

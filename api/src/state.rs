@@ -20,4 +20,6 @@ pub struct AppState {
     pub live: LiveHub,
     /// Rate limits per principal and tenant, for this process.
     pub rates: Arc<crate::rate::RateLimits>,
+    /// The embedded worker's loop ticks (empty without one), for readiness.
+    pub worker_ticks: worker::observe::Ticks,
 }

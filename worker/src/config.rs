@@ -294,6 +294,9 @@ pub struct WorkerSettings {
     pub embeddings: EmbeddingSettings,
     /// The chat endpoint of the `openai` engine (`KFS_OPENAI_*`).
     pub openai: OpenAiSettings,
+    /// `KFS_WORKER_HTTP_ADDR`: where the `worker` binary serves `/healthz`, `/readyz` and
+    /// `/metrics`; unset (the default), it serves nothing.
+    pub http_addr: Option<std::net::SocketAddr>,
     /// Webhook deliveries (`KFS_WEBHOOK_*`).
     pub webhooks: crate::webhooks::WebhookSettings,
     /// `KFS_RETENTION_DAYS`: finished tasks not updated for this many days are deleted
@@ -366,6 +369,7 @@ impl Default for WorkerSettings {
             answer_draft_ms: 100,
             max_running_per_tenant: None,
             max_running_per_space: None,
+            http_addr: None,
             webhooks: crate::webhooks::WebhookSettings::default(),
             retention_days: None,
             retention_answer_traces: false,

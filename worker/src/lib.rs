@@ -11,6 +11,7 @@ pub mod knowledge;
 pub mod lifecycle;
 pub mod listener;
 pub mod notify;
+pub mod observe;
 pub mod openai;
 pub mod outbox;
 pub mod pipeline;

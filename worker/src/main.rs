@@ -70,14 +70,14 @@ async fn main() -> anyhow::Result<()> {
 
     let shutdown = CancellationToken::new();
     let tracker = TaskTracker::new();
-    worker::runtime::spawn_with_engine(
-        db.clone(),
-        worker::Notifier::new(),
-        settings,
-        engine,
-        shutdown.clone(),
-        &tracker,
-    );
+    worker::observe::install();
+    let http_addr = settings.http_addr;
+    let notifier = worker::Notifier::new();
+    let ticks = worker::runtime::spawn_with_engine(db.clone(), notifier, settings, engine, shutdown.clone(), &tracker);
+    worker::observe::spawn_gauges(db.clone(), shutdown.clone(), &tracker);
+    if let Some(addr) = http_addr {
+        serve_operations(addr, db.clone(), ticks, shutdown.clone(), &tracker).await?;
+    }
     stop_signal().await.context("listening for shutdown signals")?;
     tracing::info!("shutting down: no new claims; running stages get the grace period");
     shutdown.cancel();
@@ -101,4 +101,41 @@ async fn stop_signal() -> std::io::Result<()> {
     {
         tokio::signal::ctrl_c().await
     }
+}
+
+/// Serves `/healthz`, `/readyz` and `/metrics` on `addr` until `shutdown`.
+async fn serve_operations(
+    addr: std::net::SocketAddr,
+    db: sea_orm::DatabaseConnection,
+    ticks: worker::observe::Ticks,
+    shutdown: CancellationToken,
+    tracker: &TaskTracker,
+) -> anyhow::Result<()> {
+    use axum::http::StatusCode;
+    use axum::routing::get;
+    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
+    let bound = listener.local_addr().context("reading the bound address")?;
+    let readyz = move || {
+        let (db, ticks) = (db.clone(), ticks.clone());
+        async move {
+            match worker::observe::not_ready(&db, &ticks).await {
+                None => (StatusCode::OK, "ready".to_owned()),
+                Some(reason) => (StatusCode::SERVICE_UNAVAILABLE, reason),
+            }
+        }
+    };
+    let metrics = || async { ([("content-type", "text/plain; version=0.0.4")], worker::observe::render()) };
+    let app = axum::Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics));
+    // Printed as a line of its own, so scripts (and the tests) find the bound port.
+    println!("worker operations: http://{bound}");
+    tracker.spawn(async move {
+        let serve = axum::serve(listener, app).with_graceful_shutdown(async move { shutdown.cancelled().await });
+        if let Err(error) = serve.await {
+            tracing::error!(error = %error, "the operations endpoint stopped with an error");
+        }
+    });
+    Ok(())
 }

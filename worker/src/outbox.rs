@@ -184,6 +184,8 @@ pub async fn dispatch_due(
         match result {
             Ok(queue_job_id) => {
                 if delivery::record_published(&txn, row, &queue_job_id, now).await? {
+                    metrics::histogram!("research_outbox_dispatch_seconds")
+                        .record((now - row.created_at).max(0) as f64 / 1e3);
                     outcome.dispatched += 1;
                     published.push(QueueMessage::of(row));
                 }
@@ -195,6 +197,7 @@ pub async fn dispatch_due(
                 match written {
                     Some(OutboxStatus::Dead) => {
                         tracing::error!(outbox.id = %row.id, task.id = %row.research_task_job_id, error = %message, "outbox delivery is dead");
+                        metrics::counter!("research_outbox_dead_total").increment(1);
                         outcome.dead += 1;
                     }
                     Some(_) => {

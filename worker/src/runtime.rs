@@ -53,10 +53,9 @@ pub fn spawn(
     settings: WorkerSettings,
     shutdown: CancellationToken,
     tracker: &TaskTracker,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<crate::observe::Ticks> {
     let engine = research_engine(&settings)?;
-    spawn_with_engine(db, notifier, settings, engine, shutdown, tracker);
-    Ok(())
+    Ok(spawn_with_engine(db, notifier, settings, engine, shutdown, tracker))
 }
 
 /// The engine `KFS_ENGINE` names, retrieving with the embeddings endpoint when there is
@@ -81,7 +80,7 @@ pub fn spawn_with_engine(
     engine: Arc<dyn ResearchEngine>,
     shutdown: CancellationToken,
     tracker: &TaskTracker,
-) {
+) -> crate::observe::Ticks {
     let publisher: Arc<dyn Publisher> = if is_postgres(db.get_database_backend()) {
         Arc::new(PostgresPublisher)
     } else {
@@ -132,10 +131,19 @@ pub fn spawn_with_engine(
         Err(error) => tracing::error!(error = %error, "building the webhook client failed; no webhooks are sent"),
     }
     if let Some(days) = settings.retention_days {
-        tracker.spawn(retention_loop(db.clone(), days, settings.clone(), clock.clone(), shutdown.clone()));
+        tracker.spawn(retention_loop(
+            db.clone(),
+            days,
+            settings.clone(),
+            clock.clone(),
+            wake.ticks.clone(),
+            shutdown.clone(),
+        ));
     }
+    let ticks = wake.ticks.clone();
     tracker.spawn(outbox_loop(db, publisher, settings.clone(), clock, wake, shutdown.clone()));
     tracker.spawn(drain(jobs, stop, Duration::from_millis(settings.shutdown_grace_ms), shutdown));
+    ticks
 }
 
 /// The wake-ups of both loops. `Notify` keeps one permit when nobody waits, so a signal
@@ -146,6 +154,8 @@ struct Wakeups {
     outbox: Arc<Notify>,
     embeddings: Arc<Notify>,
     webhooks: Arc<Notify>,
+    /// Each loop's last tick, for readiness.
+    ticks: crate::observe::Ticks,
 }
 
 impl Wakeups {
@@ -247,7 +257,7 @@ async fn lease_loop(pipeline: Pipeline, wake: Wakeups, stop: Stop, jobs: TaskTra
             (pipeline.clone(), permits.clone(), jobs.clone(), stop.clone(), wake.lease.clone());
         async move { lease_step(&pipeline, &permits, &jobs, &stop, Some(wake), pipeline.clock.now()).await }
     };
-    repeat("claiming due research tasks", step, &wake.lease, &stop.drain, poll).await;
+    repeat("claiming due research tasks", step, &wake.lease, &stop.drain, poll, &wake.ticks).await;
     // Only this loop spawns onto `jobs`, so closing it here (not when shutdown begins)
     // means `drain` cannot see an empty tracker while a claim that was already under way
     // is about to add a pipeline: that pipeline sees the drain and releases its lease.
@@ -268,7 +278,7 @@ async fn outbox_loop(
         let (db, publisher, settings, now) = (db.clone(), publisher.clone(), settings.clone(), clock.now());
         async move { outbox_step(&db, publisher.as_ref(), &settings, now).await }
     };
-    repeat("dispatching the outbox", step, &wake.outbox, &shutdown, poll).await;
+    repeat("dispatching the outbox", step, &wake.outbox, &shutdown, poll, &wake.ticks).await;
 }
 
 /// What the webhook loop sends with.
@@ -300,7 +310,7 @@ async fn webhook_loop(
             }
         }
     };
-    repeat("sending webhooks", step, &wake.webhooks, &shutdown, poll).await;
+    repeat("sending webhooks", step, &wake.webhooks, &shutdown, poll, &wake.ticks).await;
 }
 
 /// Deletes finished tasks older than `days`, once per `retention_interval_ms`.
@@ -309,6 +319,7 @@ async fn retention_loop(
     days: u32,
     settings: Arc<WorkerSettings>,
     clock: Clock,
+    ticks: crate::observe::Ticks,
     shutdown: CancellationToken,
 ) {
     let every = Duration::from_millis(settings.retention_interval_ms.max(1));
@@ -327,7 +338,7 @@ async fn retention_loop(
             Ok(Step::Idle)
         }
     };
-    repeat("pruning finished tasks", step, &never, &shutdown, every).await;
+    repeat("pruning finished tasks", step, &never, &shutdown, every, &ticks).await;
 }
 
 /// The embeddings client of the backlog loop, when an endpoint is configured.
@@ -384,19 +395,26 @@ async fn embedding_loop(
             (db.clone(), embedder.clone(), policy.clone(), shutdown.clone(), clock.clone());
         async move { embedding_step(&db, &embedder, &policy, &shutdown, &clock).await }
     };
-    repeat("embedding passages", step, &wake.embeddings, &shutdown, poll).await;
+    repeat("embedding passages", step, &wake.embeddings, &shutdown, poll, &wake.ticks).await;
 }
 
 /// Runs a loop's `step` until `stop`. A busy step goes round again at once (more may be
 /// due); otherwise the next waits for a wake-up or the poll, whichever comes first: the
 /// poll is the safety net that makes a lost wake-up a delay, never a stuck task. A failed
 /// step is logged (as `what` failed) and waits like an idle one.
-async fn repeat<F, Fut>(what: &str, mut step: F, wake: &Notify, stop: &CancellationToken, poll: Duration)
-where
+async fn repeat<F, Fut>(
+    what: &'static str,
+    mut step: F,
+    wake: &Notify,
+    stop: &CancellationToken,
+    poll: Duration,
+    ticks: &crate::observe::Ticks,
+) where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<Step, LifecycleError>>,
 {
     loop {
+        ticks.tick(what, poll);
         let (busy, backoff) = match step().await {
             Ok(Step::Claimed(_) | Step::Published(_) | Step::Embedded(_) | Step::Delivered(_)) => (true, None),
             Ok(Step::Backoff(wait)) => (false, Some(wait)),
@@ -406,6 +424,10 @@ where
                 (false, None)
             }
         };
+        if let Some(wait) = backoff {
+            // A loop waiting out an endpoint's Retry-After has not stalled.
+            ticks.tick(what, wait.max(poll));
+        }
         // Stopping first, so a stream of wake-ups cannot keep a stopping worker going.
         tokio::select! {
             biased;

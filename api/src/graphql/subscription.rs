@@ -29,7 +29,7 @@ impl SubscriptionRoot {
         Box::pin(start(ctx, task_id, after_sequence))
             .await
             .gql()
-            .map(|rows| rows.map(|row| row.map(ResearchTaskProgressEvent)))
+            .map(|rows| counted("progress", rows.map(|row| row.map(ResearchTaskProgressEvent))))
     }
 
     /// Every partial result after `afterSequence`, each exactly once and in order; ends once
@@ -43,7 +43,7 @@ impl SubscriptionRoot {
         Box::pin(start(ctx, task_id, after_sequence))
             .await
             .gql()
-            .map(|rows| rows.map(|row| row.map(ResearchTaskPartialResult)))
+            .map(|rows| counted("partial_results", rows.map(|row| row.map(ResearchTaskPartialResult))))
     }
 
     /// The answer as it is written: everything after `afterOffset` code points written so
@@ -58,7 +58,7 @@ impl SubscriptionRoot {
         task_id: Uuid,
         #[graphql(default = 0)] after_offset: Option<i32>,
     ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<ResearchTaskAnswerDelta>> + use<>> {
-        Box::pin(start_answer(ctx, task_id, after_offset)).await.gql()
+        Box::pin(start_answer(ctx, task_id, after_offset)).await.gql().map(|deltas| counted("answer", deltas))
     }
 }
 
@@ -74,6 +74,15 @@ async fn start_answer(
     visible_task(&app.db, caller, task_id).await?.ok_or(ApiError::NotFound)?;
     let deltas = follow_answer(app, caller.clone(), task_id, after);
     Ok(deltas.map(|delta| delta.map(ResearchTaskAnswerDelta::from).map_err(|error| error.extend())))
+}
+
+/// The stream, counted in `subscriptions_active{kind}` for as long as it lives.
+fn counted<S: Stream>(kind: &'static str, stream: S) -> impl Stream<Item = S::Item> {
+    let open = crate::http::Counted::new("subscriptions_active", kind);
+    stream.map(move |item| {
+        let _open = &open;
+        item
+    })
 }
 
 /// Checks the caller may see the task (else `NOT_FOUND`, as for a missing id) and starts

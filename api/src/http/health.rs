@@ -9,13 +9,14 @@ pub async fn healthz() -> &'static str {
     "ok"
 }
 
-/// The database answers; 503 when it does not, so a load balancer stops sending traffic.
-pub async fn readyz(State(state): State<AppState>) -> (StatusCode, &'static str) {
-    match state.db.ping().await {
-        Ok(()) => (StatusCode::OK, "ready"),
-        Err(error) => {
-            tracing::warn!(error = %error, "readiness check failed: database unreachable");
-            (StatusCode::SERVICE_UNAVAILABLE, "database unreachable")
+/// Ready when the database answers, no migration is pending and the embedded worker's
+/// loops tick; 503 with the reason otherwise, so a load balancer stops sending traffic.
+pub async fn readyz(State(state): State<AppState>) -> (StatusCode, String) {
+    match worker::observe::not_ready(&state.db, &state.worker_ticks).await {
+        None => (StatusCode::OK, "ready".to_owned()),
+        Some(reason) => {
+            tracing::warn!(reason = %reason, "readiness check failed");
+            (StatusCode::SERVICE_UNAVAILABLE, reason)
         }
     }
 }

@@ -1,34 +1,17 @@
 //! `GET /metrics`: Prometheus text exposition of the process's metrics.
-use std::sync::OnceLock;
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
-
-/// The process-wide recorder. Installed once: tests run many servers in one process.
-fn handle() -> Option<&'static PrometheusHandle> {
-    static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
-    HANDLE
-        .get_or_init(|| match PrometheusBuilder::new().install_recorder() {
-            Ok(handle) => Some(handle),
-            Err(error) => {
-                tracing::warn!(error = %error, "metrics recorder not installed; /metrics will be empty");
-                None
-            }
-        })
-        .as_ref()
-}
-
-/// Installs the recorder; call once at start so early metrics are not lost.
+/// Installs the process's recorder (`worker::observe`, shared with the worker binary).
 pub fn install() {
-    let _ = handle();
+    worker::observe::install();
 }
 
 /// Renders every metric.
 pub async fn metrics() -> Response {
-    let body = handle().map(PrometheusHandle::render).unwrap_or_default();
+    let body = worker::observe::render();
     ([("content-type", "text/plain; version=0.0.4")], body).into_response()
 }
 
@@ -45,4 +28,28 @@ pub async fn track(request: Request, next: Next) -> Response {
     metrics::counter!("http_requests_total", "route" => route.clone(), "status" => status).increment(1);
     metrics::histogram!("http_request_duration_seconds", "route" => route).record(started.elapsed().as_secs_f64());
     response
+}
+
+/// Counts something open in a gauge for as long as it lives (`kind` as its label, if any).
+pub struct Counted {
+    name: &'static str,
+    kind: &'static str,
+}
+
+impl Counted {
+    /// Counts one more.
+    pub fn new(name: &'static str, kind: &'static str) -> Self {
+        Self::gauge(name, kind).increment(1.0);
+        Self { name, kind }
+    }
+
+    fn gauge(name: &'static str, kind: &'static str) -> metrics::Gauge {
+        if kind.is_empty() { metrics::gauge!(name) } else { metrics::gauge!(name, "kind" => kind) }
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        Self::gauge(self.name, self.kind).decrement(1.0);
+    }
 }

@@ -35,6 +35,7 @@ mod live_worker;
 mod logs;
 mod migration_replay;
 mod multiprocess;
+mod operations;
 mod research_answer;
 mod research_openai;
 mod webhooks;
@@ -70,6 +71,7 @@ fn main() -> ExitCode {
         live_worker::tests(),
         logs::tests(),
         multiprocess::tests(),
+        operations::tests(),
         research_answer::tests(),
         research_openai::tests(),
         migration_replay::tests(),

@@ -162,9 +162,18 @@ async fn claim_one(
         let message =
             due.error.clone().unwrap_or_else(|| format!("gave up after {} execution attempts", due.execution_attempts));
         let sequence = fail_row(txn, &due, &message, &json!({}), now).await?;
+        metrics::counter!("research_tasks_ended_total", "stage" => "failed").increment(1);
         return Ok((None, signal(due.id, Some(sequence), None, false)));
     }
 
+    if due.stage == Stage::Queued {
+        // Created → first claim: how long tasks wait for a worker.
+        metrics::histogram!("research_queue_wait_seconds").record((now - due.created_at).max(0) as f64 / 1e3);
+    } else if due.lease_token.is_some() {
+        // A running task whose lease lapsed: its worker died or stalled, and this claim
+        // rescues it.
+        metrics::counter!("research_lease_rescues_total").increment(1);
+    }
     let token = Uuid::new_v4();
     let mut row = due.clone().into_active_model();
     touch(&due, &mut row, now);

@@ -122,6 +122,15 @@ async fn apply(
     let payload = json!({ "from_stage": current.stage, "resume_after": resume_after });
     let sequence = append_progress_event(&txn, &updated, event_type, target, &key, payload, now).await?;
     commit(txn, notifier, signal(updated.id, Some(sequence), None, command == LifecycleCommand::Resume)).await?;
+    let counted = match command {
+        LifecycleCommand::Cancel => "canceled",
+        LifecycleCommand::Pause => "paused",
+        LifecycleCommand::Resume => "resumed",
+    };
+    metrics::counter!("research_task_commands_total", "command" => counted).increment(1);
+    if command == LifecycleCommand::Cancel {
+        metrics::counter!("research_tasks_ended_total", "stage" => "canceled").increment(1);
+    }
     Ok(updated)
 }
 

@@ -158,6 +158,7 @@ async fn insert(
     let task = job::Entity::insert(row).exec_with_returning(&txn).await?;
     delivery::enqueue(&txn, &task, now).await?;
     commit(txn, notifier, signal(task.id, None, None, true)).await?;
+    metrics::counter!("research_tasks_created_total").increment(1);
     Ok(task)
 }
 

@@ -218,6 +218,7 @@ pub async fn complete(
     .await?;
     let signal = signal(updated.id, Some(sequence), None, false);
     commit(txn, notifier, signal).await?;
+    metrics::counter!("research_tasks_ended_total", "stage" => "completed").increment(1);
     Ok(trace)
 }
 
@@ -250,6 +251,10 @@ pub async fn fail_attempt(
         (FailOutcome::Failed, signal(current.id, Some(sequence), None, false))
     };
     commit(txn, notifier, signal).await?;
+    match outcome {
+        FailOutcome::Retrying { .. } => metrics::counter!("research_task_retries_total").increment(1),
+        FailOutcome::Failed => metrics::counter!("research_tasks_ended_total", "stage" => "failed").increment(1),
+    }
     Ok(outcome)
 }
 

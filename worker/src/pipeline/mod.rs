@@ -88,7 +88,10 @@ impl Pipeline {
         let run = async {
             let outcome = self.run_stages(claimed, stop).await;
             match &outcome {
-                Ok(RunOutcome::LeaseLost) => tracing::info!("lease lost; stopped without writing"),
+                Ok(RunOutcome::LeaseLost) => {
+                    metrics::counter!("research_fenced_out_total").increment(1);
+                    tracing::info!("lease lost; stopped without writing");
+                }
                 Ok(outcome) => tracing::debug!(outcome = ?outcome, "research run ended"),
                 Err(error) => tracing::error!(error = %error, "research run failed to record its outcome"),
             }
@@ -113,6 +116,8 @@ impl Pipeline {
             match grant::check(&self.db, task.permission_snapshot_id, self.clock.now()).await {
                 Ok(Verdict::Holds) => {}
                 Ok(Verdict::Denied(denial)) => {
+                    let reason = format!("{denial:?}").to_lowercase();
+                    metrics::counter!("research_grant_denials_total", "reason" => reason).increment(1);
                     return self.fail(&lease, denial.message().to_owned(), false, Value::Null).await;
                 }
                 Err(error) => {
@@ -132,7 +137,11 @@ impl Pipeline {
                 every: Duration::from_millis(self.settings.answer_draft_ms.max(1)),
             };
             let work = stages::run(&self.db, self.engine.as_ref(), &task, cancel.clone(), drafts);
-            let ended = match self.guarded(&lease, &stop.abort, &cancel, work).await {
+            let started = std::time::Instant::now();
+            let guarded = self.guarded(&lease, &stop.abort, &cancel, work).await;
+            metrics::histogram!("research_stage_duration_seconds", "stage" => task.stage.as_str())
+                .record(started.elapsed().as_secs_f64());
+            let ended = match guarded {
                 Guarded::Done(Ok(ended)) => ended,
                 Guarded::Done(Err(stages::StageFailure { error, cost_delta })) => {
                     let retryable = error.is_retryable();

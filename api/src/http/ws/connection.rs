@@ -145,6 +145,7 @@ pub async fn serve(
     limits: ConnectionLimits,
     shutdown: CancellationToken,
 ) {
+    let _counted = crate::http::Counted::new("websocket_connections", "");
     let (sink, mut stream) = socket.split();
     let mut writer =
         Writer { sink, protocol, timeout: limits.send_timeout, max_message_bytes: limits.max_message_bytes };

@@ -1,0 +1,175 @@
+//! What operators read: the process's Prometheus recorder (histograms with buckets, so
+//! they aggregate across replicas), the queue gauges refreshed by a cheap periodic query,
+//! and readiness: the database answers, no migration is pending, and every worker loop
+//! of this process ticked lately.
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use entity::{OutboxStatus, Stage, research_task_job as job, research_task_outbox as outbox};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use migration::MigratorTrait as _;
+use sea_orm::{
+    ColumnTrait, DatabaseConnection, DbErr, EntityTrait, FromQueryResult, QueryFilter, QueryOrder, QuerySelect,
+};
+
+/// Bucket bounds of every histogram, in seconds: request latencies at the bottom, model
+/// stages and queue waits at the top.
+const BUCKETS: [f64; 16] =
+    [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0];
+
+fn handle() -> Option<&'static PrometheusHandle> {
+    static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            let installed =
+                PrometheusBuilder::new().set_buckets(&BUCKETS).and_then(|builder| builder.install_recorder());
+            match installed {
+                Ok(handle) => Some(handle),
+                Err(error) => {
+                    tracing::warn!(error = %error, "metrics recorder not installed; /metrics will be empty");
+                    None
+                }
+            }
+        })
+        .as_ref()
+}
+
+/// Installs the process's recorder (once: tests run many servers in one process); call it
+/// at start so early metrics are not lost.
+pub fn install() {
+    let _ = handle();
+}
+
+/// Every metric, in Prometheus text.
+pub fn render() -> String {
+    handle().map(PrometheusHandle::render).unwrap_or_default()
+}
+
+#[derive(FromQueryResult)]
+struct StageCount {
+    stage: Stage,
+    count: i64,
+}
+
+#[derive(FromQueryResult)]
+struct StatusCount {
+    status: OutboxStatus,
+    count: i64,
+}
+
+/// Refreshes the queue gauges: tasks by stage, the oldest queued task's age, outbox rows
+/// by status, and the pool's connections. Counted through the indexes on stage and status.
+pub async fn refresh_gauges(db: &DatabaseConnection, now: i64) -> Result<(), DbErr> {
+    let stages = job::Entity::find()
+        .select_only()
+        .column(job::Column::Stage)
+        .column_as(job::Column::Id.count(), "count")
+        .group_by(job::Column::Stage)
+        .into_model::<StageCount>()
+        .all(db)
+        .await?;
+    let mut seen: HashMap<&'static str, i64> = HashMap::new();
+    for row in stages {
+        seen.insert(row.stage.as_str(), row.count);
+    }
+    for stage in <Stage as sea_orm::Iterable>::iter() {
+        metrics::gauge!("research_tasks", "stage" => stage.as_str())
+            .set(*seen.get(stage.as_str()).unwrap_or(&0) as f64);
+    }
+    let oldest = job::Entity::find()
+        .filter(job::Column::Stage.eq(Stage::Queued))
+        .order_by_asc(job::Column::CreatedAt)
+        .one(db)
+        .await?
+        .map_or(0.0, |row| (now - row.created_at).max(0) as f64 / 1000.0);
+    metrics::gauge!("research_oldest_queued_task_age_seconds").set(oldest);
+    let statuses = outbox::Entity::find()
+        .select_only()
+        .column(outbox::Column::Status)
+        .column_as(outbox::Column::Id.count(), "count")
+        .group_by(outbox::Column::Status)
+        .into_model::<StatusCount>()
+        .all(db)
+        .await?;
+    let mut seen: HashMap<String, i64> = HashMap::new();
+    for row in statuses {
+        seen.insert(format!("{:?}", row.status).to_lowercase(), row.count);
+    }
+    for status in <OutboxStatus as sea_orm::Iterable>::iter() {
+        let name = format!("{status:?}").to_lowercase();
+        metrics::gauge!("research_outbox_rows", "status" => name.clone()).set(*seen.get(&name).unwrap_or(&0) as f64);
+    }
+    if let Some(pool) = postgres_pool(db) {
+        metrics::gauge!("db_pool_connections", "state" => "open").set(f64::from(pool.0));
+        metrics::gauge!("db_pool_connections", "state" => "idle").set(pool.1 as f64);
+    }
+    Ok(())
+}
+
+fn postgres_pool(db: &DatabaseConnection) -> Option<(u32, usize)> {
+    if !crate::db::is_postgres(db.get_database_backend()) {
+        return None;
+    }
+    let pool = db.get_postgres_connection_pool();
+    Some((pool.size(), pool.num_idle()))
+}
+
+/// The last ticks of this process's worker loops, each with the interval it should tick at.
+#[derive(Clone, Default)]
+pub struct Ticks(Arc<Mutex<HashMap<&'static str, (Instant, Duration)>>>);
+
+impl Ticks {
+    /// `name` ticked now; it should tick again within `every`.
+    pub fn tick(&self, name: &'static str, every: Duration) {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(name, (Instant::now(), every));
+    }
+
+    /// The loops that have not ticked for three of their intervals (and at least 10 s).
+    pub fn stalled(&self) -> Vec<&'static str> {
+        let ticks = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut stalled: Vec<&'static str> = ticks
+            .iter()
+            .filter(|(_, (at, every))| at.elapsed() > (*every * 3).max(Duration::from_secs(10)))
+            .map(|(name, _)| *name)
+            .collect();
+        stalled.sort_unstable();
+        stalled
+    }
+}
+
+/// Why the process is not ready, if it is not: the database does not answer, migrations
+/// are pending, or a loop stalled.
+pub async fn not_ready(db: &DatabaseConnection, ticks: &Ticks) -> Option<String> {
+    if let Err(error) = db.ping().await {
+        return Some(format!("database unreachable: {error}"));
+    }
+    match migration::Migrator::get_pending_migrations(db).await {
+        Ok(pending) if !pending.is_empty() => return Some(format!("{} migrations pending", pending.len())),
+        Ok(_) => {}
+        Err(error) => return Some(format!("migrations unreadable: {error}")),
+    }
+    let stalled = ticks.stalled();
+    (!stalled.is_empty()).then(|| format!("worker loops stalled: {}", stalled.join(", ")))
+}
+
+/// Refreshes the queue gauges every ten seconds until `shutdown`.
+pub fn spawn_gauges(
+    db: DatabaseConnection,
+    shutdown: tokio_util::sync::CancellationToken,
+    tracker: &tokio_util::task::TaskTracker,
+) {
+    tracker.spawn(async move {
+        let mut every = tokio::time::interval(Duration::from_secs(10));
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                _ = every.tick() => {
+                    if let Err(error) = refresh_gauges(&db, entity::now_millis()).await {
+                        tracing::debug!(error = %error, "refreshing the queue gauges failed");
+                    }
+                }
+            }
+        }
+    });
+}
