@@ -36,9 +36,10 @@ pub struct WebhookSettings {
 
 impl Default for WebhookSettings {
     fn default() -> Self {
-        // 30 s doubling to a cap of 8 h: twelve attempts span about a day.
+        // 30 s doubling to a cap of 8 h: the waits after thirteen attempts add up to
+        // about a day (24.5 h, give or take the jitter).
         Self {
-            max_attempts: 12,
+            max_attempts: 13,
             timeout_ms: 10_000,
             retry_base_ms: 30_000,
             retry_cap_ms: 8 * 3_600_000,

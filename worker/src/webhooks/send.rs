@@ -171,3 +171,19 @@ async fn post(policy: &DeliveryPolicy, target: &endpoint::Model, row: &delivery:
         Err(error) => failed(crate::remote::describe_send_error(&error)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_schedule_spans_about_a_day_and_never_waits_past_the_cap() {
+        let settings = WebhookSettings::default();
+        let waits: Vec<i64> = (1..settings.max_attempts).map(|attempts| delay(&settings, attempts)).collect();
+        assert!(waits.iter().all(|wait| *wait <= settings.retry_cap_ms * 5 / 4), "{waits:?}");
+        assert!(waits[0] >= settings.retry_base_ms * 3 / 4 && waits[0] <= settings.retry_base_ms * 5 / 4);
+        let hours = waits.iter().sum::<i64>() as f64 / 3_600_000.0;
+        // 24.5 h without jitter; the jitter moves each wait by at most a quarter.
+        assert!((18.0..31.0).contains(&hours), "{hours} h");
+    }
+}
