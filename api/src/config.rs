@@ -78,6 +78,10 @@ pub struct Settings {
     /// this process; unset, only the process limit applies.
     #[serde(default)]
     pub ws_max_connections_per_principal: Option<usize>,
+    /// `KFS_OPERATOR_SUBJECTS`: the subjects (a JWT's `sub`, in any tenant) allowed on the
+    /// operations page `/ops`; empty (the default), nobody is.
+    #[serde(default, deserialize_with = "list_or_commas")]
+    pub operator_subjects: Vec<String>,
     /// `KFS_WORKER_<FIELD>`: the worker loops' settings.
     #[serde(default)]
     pub worker: WorkerSettings,

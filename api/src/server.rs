@@ -107,6 +107,10 @@ pub fn router(state: AppState, shutdown: CancellationToken) -> anyhow::Result<Ro
         .route("/readyz", get(http::readyz))
         .route("/metrics", get(http::metrics))
         .route("/graphiql", get(http::graphiql))
+        .route("/ops", get(http::ops::page))
+        .route("/ops/app.js", get(http::ops::script))
+        .route("/ops/stream", get(http::ops::stream))
+        .route("/ops/outbox/{id}/redeliver", axum::routing::post(http::ops::redeliver))
         .route(&format!("{}/{{name}}", http::graphiql_assets::PREFIX), get(http::graphiql_assets::serve))
         .with_state(state);
     Ok(Router::new()

@@ -116,3 +116,7 @@ pub fn is_unavailable(error: &DbErr) -> bool {
 pub fn is_postgres(backend: DatabaseBackend) -> bool {
     backend == DatabaseBackend::Postgres
 }
+
+/// The stages of unfinished tasks, as the partial index of unfinished tasks names them (a
+/// query naming exactly this list reads that index).
+pub use migration::UNFINISHED;

@@ -7,13 +7,14 @@ mod health;
 mod json_size;
 mod media;
 mod metrics;
+pub mod ops;
 mod ws;
 
 pub use error_codes::ErrorCodes;
 pub use graphiql::{assets as graphiql_assets, page as graphiql};
 pub use graphql_http::{GraphqlEndpoint, graphql_get, graphql_post};
 pub use health::{healthz, readyz};
-pub use metrics::{Counted, install as install_metrics, metrics, track as track_metrics};
+pub use metrics::{Counted, install as install_metrics, metrics, open_counts, track as track_metrics};
 pub use ws::{ConnectionLimits, WsEndpoint, graphql_ws};
 
 /// The answer to a request whose handler panicked: a GraphQL error with the internal

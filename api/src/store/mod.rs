@@ -7,6 +7,7 @@ pub mod api_keys;
 pub mod constraint;
 pub mod documents;
 pub mod members;
+pub mod ops;
 pub mod spaces;
 pub mod tasks;
 pub mod webhooks;

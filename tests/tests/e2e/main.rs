@@ -36,6 +36,7 @@ mod logs;
 mod migration_replay;
 mod multiprocess;
 mod operations;
+mod ops_page;
 mod research_answer;
 mod research_openai;
 mod webhooks;
@@ -72,6 +73,7 @@ fn main() -> ExitCode {
         logs::tests(),
         multiprocess::tests(),
         operations::tests(),
+        ops_page::tests(),
         research_answer::tests(),
         research_openai::tests(),
         migration_replay::tests(),

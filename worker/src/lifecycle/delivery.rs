@@ -199,3 +199,17 @@ pub async fn record_failed<C: ConnectionTrait>(
         .await?;
     Ok((result.rows_affected == 1).then_some(status))
 }
+
+/// An operator's redelivery of a dead outbox row: pending again, due now, with a fresh
+/// round of attempts. Returns whether the row was dead (anything else is left alone).
+pub async fn redeliver_dead<C: ConnectionTrait>(txn: &C, id: Uuid, now: i64) -> Result<bool, DbErr> {
+    let result = unlocked(now)
+        .col_expr(outbox::Column::Status, Expr::value(OutboxStatus::Pending))
+        .col_expr(outbox::Column::DispatchAttempts, Expr::value(0))
+        .col_expr(outbox::Column::AvailableAt, Expr::value(now))
+        .filter(outbox::Column::Id.eq(id))
+        .filter(outbox::Column::Status.eq(OutboxStatus::Dead))
+        .exec(txn)
+        .await?;
+    Ok(result.rows_affected == 1)
+}

@@ -35,5 +35,22 @@ pub use lease::{
 };
 pub use quota::{QuotaRefusal, Quotas};
 pub use retention::{Pruned, prune};
+
+/// Makes a dead outbox row pending again (an operator's redelivery); false when the row
+/// is not dead or does not exist.
+pub async fn redeliver_outbox(
+    db: &sea_orm::DatabaseConnection,
+    notifier: &crate::notify::Notifier,
+    id: uuid::Uuid,
+    now: i64,
+) -> Result<bool, LifecycleError> {
+    let txn = crate::db::begin_write(db).await?;
+    let redelivered = delivery::redeliver_dead(&txn, id, now).await?;
+    txn.commit().await?;
+    if redelivered {
+        notifier.work_due();
+    }
+    Ok(redelivered)
+}
 #[cfg(feature = "test-support")]
 pub use row::lock_job;

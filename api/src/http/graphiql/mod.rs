@@ -71,7 +71,7 @@ fn page_html(bearer: Option<String>) -> String {
 /// Only this origin: scripts, styles and images from here (fonts and images GraphiQL
 /// inlines as `data:`), and connections to here over HTTP and WebSocket. `'self'` covers
 /// `ws:` of the same host in current browsers; the host is named too for older ones.
-fn content_security_policy(host: Option<&str>) -> String {
+pub(crate) fn content_security_policy(host: Option<&str>) -> String {
     let sockets = host
         .filter(|host| host.parse::<axum::http::uri::Authority>().is_ok())
         .map(|host| format!(" ws://{host} wss://{host}"))

@@ -1,0 +1,110 @@
+//! `/ops`: the operations page, for the subjects `KFS_OPERATOR_SUBJECTS` names. The page
+//! and its script come from the binary under a same-origin policy; it asks for a bearer
+//! token, keeps it in memory (no cookie, so no CSRF), and follows `/ops/stream`: a
+//! server-sent event per two seconds with the queue by stage, throughput, running tasks,
+//! recent failures, the outbox (dead rows with a redeliver action), sockets and
+//! subscriptions, and the busiest tenants. Ids and counts only: never a query, answer,
+//! evidence or credential. Every data call from anyone else answers 404, as for a page
+//! that does not exist.
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use serde_json::json;
+use uuid::Uuid;
+
+use crate::auth::authenticate;
+use crate::state::AppState;
+use crate::store::ops;
+
+/// How often the stream sends a snapshot.
+const EVERY: Duration = Duration::from_secs(2);
+
+/// `GET /ops`: the page.
+pub async fn page(headers: HeaderMap) -> Response {
+    let mut response = Html(include_str!("ops.html")).into_response();
+    secure(&mut response, &headers);
+    response
+}
+
+/// `GET /ops/app.js`: its script.
+pub async fn script() -> Response {
+    let mut response =
+        ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], include_str!("ops.js")).into_response();
+    response.headers_mut().insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    response
+}
+
+fn secure(response: &mut Response, headers: &HeaderMap) {
+    let policy =
+        super::graphiql::content_security_policy(headers.get(header::HOST).and_then(|host| host.to_str().ok()));
+    let set = response.headers_mut();
+    if let Ok(policy) = HeaderValue::from_str(&policy) {
+        set.insert(header::CONTENT_SECURITY_POLICY, policy);
+    }
+    set.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    set.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    set.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+}
+
+/// Whether the request carries an operator's credential.
+async fn is_operator(state: &AppState, headers: &HeaderMap) -> bool {
+    let authorization = headers.get(header::AUTHORIZATION).and_then(|value| value.to_str().ok());
+    match authenticate(state, authorization).await {
+        Ok(Some(principal)) => {
+            principal.api_key.is_none() && state.settings.operator_subjects.contains(&principal.subject_id)
+        }
+        _ => false,
+    }
+}
+
+fn not_found() -> Response {
+    (StatusCode::NOT_FOUND, "not found").into_response()
+}
+
+/// `GET /ops/stream`: a snapshot every two seconds, as server-sent events.
+pub async fn stream(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    if !is_operator(&state, &headers).await {
+        return not_found();
+    }
+    let events = futures_util::stream::unfold((state, true), |(state, first)| async move {
+        if !first {
+            tokio::time::sleep(EVERY).await;
+        }
+        let data = match ops::snapshot(&state.db, entity::now_millis()).await {
+            Ok(snapshot) => {
+                let sockets: Vec<_> = crate::http::open_counts()
+                    .into_iter()
+                    .map(|(name, kind, count)| json!({ "name": name, "kind": kind, "count": count }))
+                    .collect();
+                json!({ "snapshot": snapshot, "open": sockets })
+            }
+            Err(error) => json!({ "error": format!("the database did not answer: {error}") }),
+        };
+        let event = Bytes::from(format!("data: {data}\n\n"));
+        Some((Ok::<_, Infallible>(event), (state, false)))
+    });
+    let mut response = Response::new(Body::from_stream(events));
+    let set = response.headers_mut();
+    set.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    set.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+/// `POST /ops/outbox/{id}/redeliver`: makes a dead outbox row pending again.
+pub async fn redeliver(State(state): State<AppState>, headers: HeaderMap, Path(id): Path<Uuid>) -> Response {
+    if !is_operator(&state, &headers).await {
+        return not_found();
+    }
+    match worker::lifecycle::redeliver_outbox(&state.db, &state.notifier, id, entity::now_millis()).await {
+        Ok(true) => axum::Json(json!({ "redelivered": true })).into_response(),
+        Ok(false) => not_found(),
+        Err(error) => {
+            tracing::error!(error = %error, "redelivering an outbox row failed");
+            (StatusCode::SERVICE_UNAVAILABLE, "try again").into_response()
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! What the operations page shows: counts and ids across every tenant, never a task's
+//! query, answer or evidence. Each read goes through an index (stage, lease, status).
+use entity::{OutboxStatus, Stage, research_task_job as job, research_task_outbox as outbox};
+use sea_orm::{
+    ColumnTrait, ConnectionTrait, DbErr, EntityTrait, FromQueryResult, Iterable, PaginatorTrait as _, QueryFilter,
+    QueryOrder, QuerySelect, sea_query::Expr,
+};
+use serde::Serialize;
+use uuid::Uuid;
+
+/// One look at the service.
+#[derive(Debug, Serialize)]
+pub struct Snapshot {
+    /// Epoch milliseconds.
+    pub at: i64,
+    /// Tasks by stage.
+    pub stages: Vec<(String, i64)>,
+    /// Seconds the oldest queued task has waited.
+    pub oldest_queued_seconds: f64,
+    /// Tasks completed in the last minute.
+    pub completed_last_minute: u64,
+    /// Tasks running under a live lease (the 50 that expire first).
+    pub running: Vec<Running>,
+    /// The last failures.
+    pub failures: Vec<Failure>,
+    /// Outbox rows by status.
+    pub outbox: Vec<(String, i64)>,
+    /// Dead outbox rows (the newest 20).
+    pub dead_outbox: Vec<DeadRow>,
+    /// The tenants with the most unfinished tasks.
+    pub tenants: Vec<Tenant>,
+}
+
+/// A running task, by id.
+#[derive(Debug, Serialize, FromQueryResult)]
+pub struct Running {
+    /// The task.
+    pub id: Uuid,
+    /// Its stage.
+    pub stage: String,
+    /// Who holds it.
+    pub worker_id: Option<String>,
+    /// When its lease expires, epoch milliseconds.
+    pub lease_expires_at: Option<i64>,
+}
+
+/// A failed task, by id, with its error.
+#[derive(Debug, Serialize, FromQueryResult)]
+pub struct Failure {
+    /// The task.
+    pub id: Uuid,
+    /// Why.
+    pub error: Option<String>,
+    /// When, epoch milliseconds.
+    pub updated_at: i64,
+}
+
+/// A dead outbox row.
+#[derive(Debug, Serialize, FromQueryResult)]
+pub struct DeadRow {
+    /// The row.
+    pub id: Uuid,
+    /// Its task.
+    pub research_task_job_id: Uuid,
+    /// The last publish error.
+    pub last_error: Option<String>,
+}
+
+/// A tenant's share of the queue.
+#[derive(Debug, Serialize, FromQueryResult)]
+pub struct Tenant {
+    /// The tenant.
+    pub tenant_id: String,
+    /// Its unfinished tasks.
+    pub unfinished: i64,
+}
+
+#[derive(FromQueryResult)]
+struct Count {
+    key: String,
+    count: i64,
+}
+
+/// Reads one snapshot.
+pub async fn snapshot<C: ConnectionTrait>(conn: &C, now: i64) -> Result<Snapshot, DbErr> {
+    let stages = job::Entity::find()
+        .select_only()
+        .column_as(job::Column::Stage, "key")
+        .column_as(job::Column::Id.count(), "count")
+        .group_by(job::Column::Stage)
+        .into_model::<Count>()
+        .all(conn)
+        .await?;
+    let stages = Stage::iter()
+        .map(|stage| {
+            let count = stages.iter().find(|row| row.key == stage.as_str()).map_or(0, |row| row.count);
+            (stage.as_str().to_owned(), count)
+        })
+        .collect();
+    let oldest = job::Entity::find()
+        .filter(job::Column::Stage.eq(Stage::Queued))
+        .order_by_asc(job::Column::CreatedAt)
+        .one(conn)
+        .await?
+        .map_or(0.0, |row| (now - row.created_at).max(0) as f64 / 1e3);
+    let completed_last_minute = job::Entity::find()
+        .filter(job::Column::Stage.eq(Stage::Completed))
+        .filter(job::Column::UpdatedAt.gte(now - 60_000))
+        .count(conn)
+        .await?;
+    let running = job::Entity::find()
+        .select_only()
+        .columns([job::Column::Id, job::Column::Stage, job::Column::WorkerId, job::Column::LeaseExpiresAt])
+        .filter(job::Column::Stage.is_in(Stage::iter().filter(|stage| stage.is_running())))
+        .filter(job::Column::LeaseToken.is_not_null())
+        .order_by_asc(job::Column::LeaseExpiresAt)
+        .limit(50)
+        .into_model::<Running>()
+        .all(conn)
+        .await?;
+    let failures = job::Entity::find()
+        .select_only()
+        .columns([job::Column::Id, job::Column::Error, job::Column::UpdatedAt])
+        .filter(job::Column::Stage.eq(Stage::Failed))
+        .order_by_desc(job::Column::UpdatedAt)
+        .limit(10)
+        .into_model::<Failure>()
+        .all(conn)
+        .await?;
+    let outbox_counts = outbox::Entity::find()
+        .select_only()
+        .column_as(outbox::Column::Status, "key")
+        .column_as(outbox::Column::Id.count(), "count")
+        .group_by(outbox::Column::Status)
+        .into_model::<Count>()
+        .all(conn)
+        .await?;
+    let outbox = OutboxStatus::iter()
+        .map(|status| {
+            let name = format!("{status:?}").to_lowercase();
+            let count = outbox_counts.iter().find(|row| row.key.eq_ignore_ascii_case(&name)).map_or(0, |row| row.count);
+            (name, count)
+        })
+        .collect();
+    let dead_outbox = outbox::Entity::find()
+        .select_only()
+        .columns([outbox::Column::Id, outbox::Column::ResearchTaskJobId, outbox::Column::LastError])
+        .filter(outbox::Column::Status.eq(OutboxStatus::Dead))
+        .order_by_desc(outbox::Column::UpdatedAt)
+        .limit(20)
+        .into_model::<DeadRow>()
+        .all(conn)
+        .await?;
+    let tenants = job::Entity::find()
+        .select_only()
+        .column(job::Column::TenantId)
+        .column_as(job::Column::Id.count(), "unfinished")
+        .filter(Expr::cust(format!("\"stage\" IN ({})", worker::db::UNFINISHED)))
+        .group_by(job::Column::TenantId)
+        .order_by_desc(Expr::cust("\"unfinished\""))
+        .limit(10)
+        .into_model::<Tenant>()
+        .all(conn)
+        .await?;
+    Ok(Snapshot {
+        at: now,
+        stages,
+        oldest_queued_seconds: oldest,
+        completed_last_minute,
+        running,
+        failures,
+        outbox,
+        dead_outbox,
+        tenants,
+    })
+}
