@@ -271,8 +271,12 @@ pub async fn serve(
             }
             // A finished operation leaves the map by itself after its last message.
             Some((id, message)) = operations.next(), if !operations.is_empty() => {
+                // A complete or an error is the operation's last message: it leaves the map
+                // now, not at the map's next poll, so a client that starts another one as soon
+                // as it reads this never finds the old one still counted against the limit.
+                let last = matches!(message, Outgoing::Complete(_) | Outgoing::Error(..));
                 let (sent, ended) = writer.deliver(&id, message).await;
-                if ended {
+                if ended || last {
                     operations.remove(&id);
                 }
                 if let Some(ending) = sent.ending() {
