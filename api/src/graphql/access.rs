@@ -125,3 +125,17 @@ pub async fn visible_trace(
     };
     Ok(trace_is_visible(db, principal, &trace).await?.then_some(trace))
 }
+
+/// The caller's own webhook endpoint, if it still may research in the endpoint's space
+/// now; anyone else's (or an owner who lost the space) answers as missing.
+pub async fn owned_endpoint(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    id: Uuid,
+) -> Result<entity::webhook_endpoint::Model, ApiError> {
+    let endpoint = crate::store::webhooks::find_owned(db, &principal.tenant_id, &principal.subject_id, id)
+        .await?
+        .ok_or(ApiError::NotFound)?;
+    space_access(db, principal, endpoint.knowledge_space_id).await?.ok_or(ApiError::NotFound)?;
+    Ok(endpoint)
+}

@@ -138,9 +138,7 @@ impl QueryRoot {
         let run = async {
             let (caller, db) = (principal(ctx)?, &state(ctx)?.db);
             let args = PageArgs::parse(first, after)?;
-            crate::store::webhooks::find_owned(db, &caller.tenant_id, &caller.subject_id, endpoint_id)
-                .await?
-                .ok_or(ApiError::NotFound)?;
+            access::owned_endpoint(db, caller, endpoint_id).await?;
             let rows = crate::store::webhooks::deliveries(db, endpoint_id, args.after, args.fetch()).await?;
             let key = |row: &entity::webhook_delivery::Model| PageKey { at: row.created_at, id: row.id };
             Ok::<_, ApiError>(relay::build(&args, rows, false, key, WebhookDelivery))

@@ -79,9 +79,19 @@ async fn send_one(
     token: Uuid,
 ) -> Result<(), DbErr> {
     let target = endpoint::Entity::find_by_id(row.endpoint_id).one(db).await?;
+    // Authorized at the moment of sending, not only at registration: an endpoint whose
+    // owner lost the space (a key revoked or expired, a membership ended) gets nothing.
+    let owner_holds = match &target {
+        Some(target) => owner_holds(db, target, entity::now_millis()).await?,
+        None => false,
+    };
     let started = Instant::now();
     let tried = match &target {
-        Some(target) if target.disabled_at.is_none() => post(policy, target, &row).await,
+        Some(target) if target.disabled_at.is_none() && owner_holds => post(policy, target, &row).await,
+        Some(target) if target.disabled_at.is_none() => Tried {
+            status_code: None,
+            error: Some("the endpoint's owner no longer has access to the space".to_owned()),
+        },
         _ => Tried { status_code: None, error: Some("the endpoint is disabled".to_owned()) },
     };
     let now = entity::now_millis();
@@ -98,7 +108,7 @@ async fn send_one(
     .exec_without_returning(db)
     .await?;
     let delivered = tried.status_code.is_some_and(|code| (200..300).contains(&code));
-    let disabled = target.as_ref().is_none_or(|target| target.disabled_at.is_some());
+    let disabled = !owner_holds || target.as_ref().is_none_or(|target| target.disabled_at.is_some());
     let (status, next) = if delivered {
         ("delivered", row.next_attempt_at)
     } else if disabled || number >= policy.settings.max_attempts {
@@ -125,6 +135,30 @@ async fn send_one(
         metrics::counter!("webhook_deliveries_dead_total").increment(1);
     }
     Ok(())
+}
+
+/// Whether the principal that registered `target` may still research in its space: the
+/// API key it names is the space's, unrevoked and unexpired, or the subject is a current
+/// member.
+async fn owner_holds(db: &DatabaseConnection, target: &endpoint::Model, now: i64) -> Result<bool, DbErr> {
+    if let Some(key_id) = target.subject_id.strip_prefix("api_key:") {
+        let Ok(key_id) = key_id.parse::<Uuid>() else { return Ok(false) };
+        let key = entity::api_key::Entity::find_by_id(key_id).one(db).await?;
+        return Ok(key.is_some_and(|key| {
+            key.tenant_id == target.tenant_id
+                && key.knowledge_space_id == target.knowledge_space_id
+                && key.revoked_at.is_none()
+                && key.expires_at.is_none_or(|at| at > now)
+        }));
+    }
+    let member = entity::member::Entity::find()
+        .filter(entity::member::Column::TenantId.eq(target.tenant_id.as_str()))
+        .filter(entity::member::Column::KnowledgeSpaceId.eq(target.knowledge_space_id))
+        .filter(entity::member::Column::SubjectId.eq(target.subject_id.as_str()))
+        .filter(entity::member::Column::RemovedAt.is_null())
+        .one(db)
+        .await?;
+    Ok(member.is_some())
 }
 
 /// Exponential backoff from the base, capped, with up to a quarter of jitter either way.

@@ -6,7 +6,7 @@ use entity::now_millis;
 use uuid::Uuid;
 
 use crate::error::{ApiError, IntoGql};
-use crate::graphql::access::space_access;
+use crate::graphql::access::{owned_endpoint, space_access};
 use crate::graphql::context::{principal, state};
 use crate::graphql::limits;
 use crate::graphql::types::{CreateWebhookEndpointInput, CreatedWebhookEndpoint, WebhookDelivery, WebhookEndpoint};
@@ -67,9 +67,7 @@ impl WebhookMutation {
     ) -> async_graphql::Result<CreatedWebhookEndpoint> {
         let run = async {
             let (caller, app) = (principal(ctx)?, state(ctx)?);
-            let current = webhooks::find_owned(&app.db, &caller.tenant_id, &caller.subject_id, id)
-                .await?
-                .ok_or(ApiError::NotFound)?;
+            let current = owned_endpoint(&app.db, caller, id).await?;
             let secret = worker::webhooks::new_secret();
             let endpoint = webhooks::update(&app.db, current, Some(secret.clone()), false, now_millis()).await?;
             Ok(CreatedWebhookEndpoint { endpoint: WebhookEndpoint(endpoint), secret })
@@ -81,9 +79,7 @@ impl WebhookMutation {
     async fn disable_webhook_endpoint(&self, ctx: &Context<'_>, id: Uuid) -> async_graphql::Result<WebhookEndpoint> {
         let run = async {
             let (caller, app) = (principal(ctx)?, state(ctx)?);
-            let current = webhooks::find_owned(&app.db, &caller.tenant_id, &caller.subject_id, id)
-                .await?
-                .ok_or(ApiError::NotFound)?;
+            let current = owned_endpoint(&app.db, caller, id).await?;
             Ok(WebhookEndpoint(webhooks::update(&app.db, current, None, true, now_millis()).await?))
         };
         run.await.gql()
@@ -93,9 +89,10 @@ impl WebhookMutation {
     async fn redeliver_webhook(&self, ctx: &Context<'_>, delivery_id: Uuid) -> async_graphql::Result<WebhookDelivery> {
         let run = async {
             let (caller, app) = (principal(ctx)?, state(ctx)?);
-            webhooks::find_owned_delivery(&app.db, &caller.tenant_id, &caller.subject_id, delivery_id)
+            let delivery = webhooks::find_owned_delivery(&app.db, &caller.tenant_id, &caller.subject_id, delivery_id)
                 .await?
                 .ok_or(ApiError::NotFound)?;
+            owned_endpoint(&app.db, caller, delivery.endpoint_id).await?;
             let row = webhooks::redeliver(&app.db, delivery_id, now_millis()).await?.ok_or(ApiError::NotFound)?;
             app.notifier.work_due();
             Ok(WebhookDelivery(row))
