@@ -92,6 +92,20 @@ async fn ops_data_is_for_operators_alone_and_carries_no_task_content(db: TestDb)
         404,
         "not dead any more"
     );
+    // The stream lasts as long as its token: one that expires in 3 s ends it then.
+    let short = TestServer::token_with("ops-admin", "any-tenant", None, kfs_tests::server::chrono_now() + 3);
+    let mut response = reqwest::Client::new()
+        .get(format!("{}/ops/stream", server.server.base_url()))
+        .bearer_auth(&short)
+        .send()
+        .await?;
+    ensure_eq!(response.status().as_u16(), 200);
+    let ended = tokio::time::timeout(Duration::from_secs(10), async {
+        while response.chunk().await?.is_some() {}
+        Ok::<_, reqwest::Error>(())
+    })
+    .await;
+    ensure!(matches!(ended, Ok(Ok(()))), "the stream outlived its token: {ended:?}");
     server.stop().await;
     Ok(())
 }

@@ -50,14 +50,17 @@ fn secure(response: &mut Response, headers: &HeaderMap) {
     set.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
 }
 
-/// Whether the request carries an operator's credential.
-async fn is_operator(state: &AppState, headers: &HeaderMap) -> bool {
+/// The operator's credential expiry (`Some(None)`: none), or `None` when the request
+/// carries no operator's credential.
+async fn operator(state: &AppState, headers: &HeaderMap) -> Option<Option<i64>> {
     let authorization = headers.get(header::AUTHORIZATION).and_then(|value| value.to_str().ok());
     match authenticate(state, authorization).await {
-        Ok(Some(principal)) => {
-            principal.api_key.is_none() && state.settings.operator_subjects.contains(&principal.subject_id)
+        Ok(Some(principal))
+            if principal.api_key.is_none() && state.settings.operator_subjects.contains(&principal.subject_id) =>
+        {
+            Some(principal.expires_at)
         }
-        _ => false,
+        _ => None,
     }
 }
 
@@ -67,12 +70,16 @@ fn not_found() -> Response {
 
 /// `GET /ops/stream`: a snapshot every two seconds, as server-sent events.
 pub async fn stream(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    if !is_operator(&state, &headers).await {
+    let Some(expires_at) = operator(&state, &headers).await else {
         return not_found();
-    }
-    let events = futures_util::stream::unfold((state, true), |(state, first)| async move {
+    };
+    // The stream ends when the token does: what it authorized was reading until then.
+    let events = futures_util::stream::unfold((state, true), move |(state, first)| async move {
         if !first {
             tokio::time::sleep(EVERY).await;
+        }
+        if expires_at.is_some_and(|at| entity::now_millis() >= at) {
+            return None;
         }
         let data = match ops::snapshot(&state.db, entity::now_millis()).await {
             Ok(snapshot) => {
@@ -96,7 +103,7 @@ pub async fn stream(State(state): State<AppState>, headers: HeaderMap) -> Respon
 
 /// `POST /ops/outbox/{id}/redeliver`: makes a dead outbox row pending again.
 pub async fn redeliver(State(state): State<AppState>, headers: HeaderMap, Path(id): Path<Uuid>) -> Response {
-    if !is_operator(&state, &headers).await {
+    if operator(&state, &headers).await.is_none() {
         return not_found();
     }
     match worker::lifecycle::redeliver_outbox(&state.db, &state.notifier, id, entity::now_millis()).await {
