@@ -90,9 +90,13 @@ impl Fairness {
 
     /// Drops what it remembers of pairs that have no unfinished work, so memory follows
     /// the active pairs, not every pair ever served.
+    /// (Sets, not a search of `active`: the database's collation orders tenants, which
+    /// need not be Rust's string order.)
     pub fn forget_all_but(&mut self, active: &[Pair]) {
-        self.pairs.retain(|pair, _| active.binary_search(pair).is_ok());
-        self.tenants.retain(|tenant, _| active.iter().any(|pair| &pair.tenant_id == tenant));
+        let pairs: std::collections::HashSet<&Pair> = active.iter().collect();
+        let tenants: std::collections::HashSet<&str> = active.iter().map(|pair| pair.tenant_id.as_str()).collect();
+        self.pairs.retain(|pair, _| pairs.contains(pair));
+        self.tenants.retain(|tenant, _| tenants.contains(tenant.as_str()));
     }
 }
 
@@ -215,4 +219,27 @@ pub async fn over_cap_now(txn: &DatabaseTransaction, pair: &Pair, caps: Caps, no
         return Ok(true);
     }
     Ok(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair(tenant: &str) -> Pair {
+        Pair { tenant_id: tenant.to_owned(), knowledge_space_id: Uuid::nil() }
+    }
+
+    #[test]
+    fn memory_of_active_pairs_survives_whatever_order_they_come_in() {
+        let mut fairness = Fairness::default();
+        let (upper, lower) = (pair("Zeta"), pair("alpha"));
+        fairness.served(&upper);
+        fairness.served(&lower);
+        // A collation that sorts case-insensitively lists "alpha" before "Zeta".
+        fairness.forget_all_but(&[lower.clone(), upper.clone()]);
+        assert_eq!((fairness.pairs.len(), fairness.tenants.len()), (2, 2));
+        fairness.forget_all_but(&[lower]);
+        assert_eq!(fairness.pairs.len(), 1);
+        assert!(!fairness.tenants.contains_key("Zeta"));
+    }
 }
