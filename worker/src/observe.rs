@@ -10,7 +10,8 @@ use entity::{OutboxStatus, Stage, research_task_job as job, research_task_outbox
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use migration::MigratorTrait as _;
 use sea_orm::{
-    ColumnTrait, DatabaseConnection, DbErr, EntityTrait, FromQueryResult, QueryFilter, QueryOrder, QuerySelect,
+    ActiveEnum as _, ColumnTrait, DatabaseConnection, DbErr, EntityTrait, FromQueryResult, QueryFilter, QueryOrder,
+    QuerySelect,
 };
 
 /// Bucket bounds of every histogram, in seconds: request latencies at the bottom, model
@@ -58,10 +59,9 @@ struct StatusCount {
     count: i64,
 }
 
-/// Refreshes the queue gauges: tasks by stage, the oldest queued task's age, outbox rows
-/// by status, and the pool's connections. Counted through the indexes on stage and status.
-pub async fn refresh_gauges(db: &DatabaseConnection, now: i64) -> Result<(), DbErr> {
-    let stages = job::Entity::find()
+/// Tasks by stage, every stage listed (zero included), counted through the stage index.
+pub async fn stage_counts(db: &DatabaseConnection) -> Result<Vec<(Stage, i64)>, DbErr> {
+    let rows = job::Entity::find()
         .select_only()
         .column(job::Column::Stage)
         .column_as(job::Column::Id.count(), "count")
@@ -69,22 +69,13 @@ pub async fn refresh_gauges(db: &DatabaseConnection, now: i64) -> Result<(), DbE
         .into_model::<StageCount>()
         .all(db)
         .await?;
-    let mut seen: HashMap<&'static str, i64> = HashMap::new();
-    for row in stages {
-        seen.insert(row.stage.as_str(), row.count);
-    }
-    for stage in <Stage as sea_orm::Iterable>::iter() {
-        metrics::gauge!("research_tasks", "stage" => stage.as_str())
-            .set(*seen.get(stage.as_str()).unwrap_or(&0) as f64);
-    }
-    let oldest = job::Entity::find()
-        .filter(job::Column::Stage.eq(Stage::Queued))
-        .order_by_asc(job::Column::CreatedAt)
-        .one(db)
-        .await?
-        .map_or(0.0, |row| (now - row.created_at).max(0) as f64 / 1000.0);
-    metrics::gauge!("research_oldest_queued_task_age_seconds").set(oldest);
-    let statuses = outbox::Entity::find()
+    let count = |stage: Stage| rows.iter().find(|row| row.stage == stage).map_or(0, |row| row.count);
+    Ok(<Stage as sea_orm::Iterable>::iter().map(|stage| (stage, count(stage))).collect())
+}
+
+/// Outbox rows by status, every status listed, counted through the status index.
+pub async fn outbox_counts(db: &DatabaseConnection) -> Result<Vec<(OutboxStatus, i64)>, DbErr> {
+    let rows = outbox::Entity::find()
         .select_only()
         .column(outbox::Column::Status)
         .column_as(outbox::Column::Id.count(), "count")
@@ -92,13 +83,29 @@ pub async fn refresh_gauges(db: &DatabaseConnection, now: i64) -> Result<(), DbE
         .into_model::<StatusCount>()
         .all(db)
         .await?;
-    let mut seen: HashMap<String, i64> = HashMap::new();
-    for row in statuses {
-        seen.insert(format!("{:?}", row.status).to_lowercase(), row.count);
+    let count = |status: OutboxStatus| rows.iter().find(|row| row.status == status).map_or(0, |row| row.count);
+    Ok(<OutboxStatus as sea_orm::Iterable>::iter().map(|status| (status, count(status))).collect())
+}
+
+/// Seconds the oldest queued task has waited (0 with none queued).
+pub async fn oldest_queued_seconds(db: &DatabaseConnection, now: i64) -> Result<f64, DbErr> {
+    let oldest = job::Entity::find()
+        .filter(job::Column::Stage.eq(Stage::Queued))
+        .order_by_asc(job::Column::CreatedAt)
+        .one(db)
+        .await?;
+    Ok(oldest.map_or(0.0, |row| (now - row.created_at).max(0) as f64 / 1000.0))
+}
+
+/// Refreshes the queue gauges: tasks by stage, the oldest queued task's age, outbox rows
+/// by status, and the pool's connections.
+pub async fn refresh_gauges(db: &DatabaseConnection, now: i64) -> Result<(), DbErr> {
+    for (stage, count) in stage_counts(db).await? {
+        metrics::gauge!("research_tasks", "stage" => stage.as_str()).set(count as f64);
     }
-    for status in <OutboxStatus as sea_orm::Iterable>::iter() {
-        let name = format!("{status:?}").to_lowercase();
-        metrics::gauge!("research_outbox_rows", "status" => name.clone()).set(*seen.get(&name).unwrap_or(&0) as f64);
+    metrics::gauge!("research_oldest_queued_task_age_seconds").set(oldest_queued_seconds(db, now).await?);
+    for (status, count) in outbox_counts(db).await? {
+        metrics::gauge!("research_outbox_rows", "status" => status.to_value()).set(count as f64);
     }
     if let Some(pool) = postgres_pool(db) {
         metrics::gauge!("db_pool_connections", "state" => "open").set(f64::from(pool.0));

@@ -2,11 +2,12 @@
 //! query, answer or evidence. Each read goes through an index (stage, lease, status).
 use entity::{OutboxStatus, Stage, research_task_job as job, research_task_outbox as outbox};
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DbErr, EntityTrait, FromQueryResult, Iterable, PaginatorTrait as _, QueryFilter,
-    QueryOrder, QuerySelect, sea_query::Expr,
+    ActiveEnum as _, ColumnTrait, DatabaseConnection, DbErr, EntityTrait, FromQueryResult, Iterable,
+    PaginatorTrait as _, QueryFilter, QueryOrder, QuerySelect, sea_query::Expr,
 };
 use serde::Serialize;
 use uuid::Uuid;
+use worker::observe;
 
 /// One look at the service.
 #[derive(Debug, Serialize)]
@@ -75,34 +76,14 @@ pub struct Tenant {
     pub unfinished: i64,
 }
 
-#[derive(FromQueryResult)]
-struct Count {
-    key: String,
-    count: i64,
-}
-
-/// Reads one snapshot.
-pub async fn snapshot<C: ConnectionTrait>(conn: &C, now: i64) -> Result<Snapshot, DbErr> {
-    let stages = job::Entity::find()
-        .select_only()
-        .column_as(job::Column::Stage, "key")
-        .column_as(job::Column::Id.count(), "count")
-        .group_by(job::Column::Stage)
-        .into_model::<Count>()
-        .all(conn)
-        .await?;
-    let stages = Stage::iter()
-        .map(|stage| {
-            let count = stages.iter().find(|row| row.key == stage.as_str()).map_or(0, |row| row.count);
-            (stage.as_str().to_owned(), count)
-        })
-        .collect();
-    let oldest = job::Entity::find()
-        .filter(job::Column::Stage.eq(Stage::Queued))
-        .order_by_asc(job::Column::CreatedAt)
-        .one(conn)
+/// Reads one snapshot (the queue counts are the ones the gauges use).
+pub async fn snapshot(conn: &DatabaseConnection, now: i64) -> Result<Snapshot, DbErr> {
+    let stages = observe::stage_counts(conn)
         .await?
-        .map_or(0.0, |row| (now - row.created_at).max(0) as f64 / 1e3);
+        .into_iter()
+        .map(|(stage, count)| (stage.as_str().to_owned(), count))
+        .collect();
+    let oldest = observe::oldest_queued_seconds(conn, now).await?;
     let completed_last_minute = job::Entity::find()
         .filter(job::Column::Stage.eq(Stage::Completed))
         .filter(job::Column::UpdatedAt.gte(now - 60_000))
@@ -127,21 +108,8 @@ pub async fn snapshot<C: ConnectionTrait>(conn: &C, now: i64) -> Result<Snapshot
         .into_model::<Failure>()
         .all(conn)
         .await?;
-    let outbox_counts = outbox::Entity::find()
-        .select_only()
-        .column_as(outbox::Column::Status, "key")
-        .column_as(outbox::Column::Id.count(), "count")
-        .group_by(outbox::Column::Status)
-        .into_model::<Count>()
-        .all(conn)
-        .await?;
-    let outbox = OutboxStatus::iter()
-        .map(|status| {
-            let name = format!("{status:?}").to_lowercase();
-            let count = outbox_counts.iter().find(|row| row.key.eq_ignore_ascii_case(&name)).map_or(0, |row| row.count);
-            (name, count)
-        })
-        .collect();
+    let outbox =
+        observe::outbox_counts(conn).await?.into_iter().map(|(status, count)| (status.to_value(), count)).collect();
     let dead_outbox = outbox::Entity::find()
         .select_only()
         .columns([outbox::Column::Id, outbox::Column::ResearchTaskJobId, outbox::Column::LastError])

@@ -28,7 +28,7 @@ pub async fn enqueue<C: ConnectionTrait>(
     let kind = event_name(event_type);
     let wanted: Vec<endpoint::Model> = endpoints
         .into_iter()
-        .filter(|endpoint| endpoint.events.as_array().is_some_and(|events| events.iter().any(|event| event == kind)))
+        .filter(|endpoint| endpoint.events.as_array().is_some_and(|events| events.iter().any(|event| *event == kind)))
         .collect();
     if wanted.is_empty() {
         return Ok(());
@@ -52,7 +52,7 @@ pub async fn enqueue<C: ConnectionTrait>(
         endpoint_id: Set(endpoint.id),
         tenant_id: Set(task.tenant_id.clone()),
         research_task_job_id: Set(task.id),
-        event_type: Set(kind.to_owned()),
+        event_type: Set(kind.clone()),
         stage: Set(stage.as_str().to_owned()),
         sequence: Set(sequence),
         body: Set(body.clone()),
@@ -79,14 +79,8 @@ pub async fn enqueue<C: ConnectionTrait>(
     Ok(())
 }
 
-/// The event type as endpoints name it (the progress event's own, `research_task.*`).
-pub fn event_name(event_type: ProgressEventType) -> &'static str {
-    match event_type {
-        ProgressEventType::Started => "research_task.started",
-        ProgressEventType::StageChanged => "research_task.stage_changed",
-        ProgressEventType::Paused => "research_task.paused",
-        ProgressEventType::Resumed => "research_task.resumed",
-        ProgressEventType::Canceled => "research_task.canceled",
-        ProgressEventType::Failed => "research_task.failed",
-    }
+/// The event type as endpoints name it: the progress event's own stored value
+/// (`research_task.*`).
+pub fn event_name(event_type: ProgressEventType) -> String {
+    sea_orm::ActiveEnum::to_value(&event_type)
 }

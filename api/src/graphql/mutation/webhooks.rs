@@ -40,7 +40,7 @@ impl WebhookMutation {
                     .await
                     .map_err(ApiError::bad_input)?;
             let mut events: Vec<String> =
-                input.events.into_iter().map(|event| worker::webhooks::event_name(event.into()).to_owned()).collect();
+                input.events.into_iter().map(|event| worker::webhooks::event_name(event.into())).collect();
             events.sort();
             events.dedup();
             let secret = worker::webhooks::new_secret();

@@ -16,7 +16,7 @@ use crate::store::webhooks;
 
 /// The event type an endpoint names `research_task.*`.
 pub fn event_type_of(name: &str) -> Option<ProgressEventType> {
-    ProgressEventType::iter().find(|kind| worker::webhooks::event_name(*kind) == name)
+    sea_orm::ActiveEnum::try_from_value(&name.to_owned()).ok()
 }
 
 /// Where a principal's own tasks' events are delivered (Standard Webhooks).
