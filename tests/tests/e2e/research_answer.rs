@@ -135,6 +135,12 @@ async fn early_late_and_reconnecting_subscribers_each_get_the_whole_answer_once(
     let (once, completed) = read(&mut after, "after", usize::MAX).await?;
     ensure!(completed && once.0.len() == 1 && once.done(), "{once:?}");
     ensure_eq!(once.text(0)?, stored);
+    // An offset past anything written: the whole answer, as a reset, then complete.
+    let mut far = WsClient::connect_and_init(&url, Some(&token)).await?;
+    far.subscribe("far", ANSWER, json!({ "task": task, "after": i32::MAX })).await?;
+    let (beyond, completed) = read(&mut far, "far", usize::MAX).await?;
+    ensure!(completed && beyond.0.len() == 1 && beyond.done() && beyond.resets() == 1, "{beyond:?}");
+    ensure_eq!(beyond.text(0)?, stored);
     api.stop().await;
     Ok(())
 }

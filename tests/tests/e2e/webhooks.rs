@@ -235,6 +235,7 @@ async fn private_addresses_and_plain_http_are_refused_by_default(db: TestDb) -> 
         "https://[::ffff:127.0.0.1]/hook",
         "ftp://example.com/hook",
         "not a url",
+        &format!("https://example.com/{}", "a".repeat(3_000)),
     ] {
         let input = json!({ "knowledgeSpaceId": space, "url": url, "events": ["STARTED"] });
         ensure_eq!(api.code(Some(&alice), CREATE, json!({ "input": input })).await?, "BAD_USER_INPUT", "{url}");
