@@ -10,28 +10,18 @@
 // Prints one JSON line: { ok, screenshots, steps, blocked, sockets, errors }.
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { chromium } from "playwright-core";
+import { launch, offlineContext } from "./offline-browser.mjs";
 
 const [base, shots, bearer] = process.argv.slice(2);
 const origin = new URL(base);
 mkdirSync(shots, { recursive: true });
 
 const report = { ok: false, screenshots: [], steps: [], blocked: [], sockets: [], errors: [] };
-const browser = await chromium.launch({
-  executablePath: process.env.KFS_CHROMIUM ?? "/usr/bin/chromium",
-  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync"],
-});
+const browser = await launch();
 
 try {
-  const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
   // Nothing may leave the machine: every request to another host is refused and noted.
-  await context.route("**/*", (route) => {
-    const url = new URL(route.request().url());
-    if (url.host === origin.host) return route.continue();
-    report.blocked.push(url.toString());
-    return route.abort();
-  });
+  const context = await offlineContext(browser, origin, report.blocked, { width: 1400, height: 900 });
   const page = await context.newPage();
   page.on("websocket", (socket) => report.sockets.push(socket.url()));
   page.on("console", (message) => { if (message.type() === "error") report.errors.push(message.text()); });

@@ -6,25 +6,15 @@
 // Prints one JSON line: { ok, screenshots, blocked, errors, shown }.
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { chromium } from "playwright-core";
+import { launch, offlineContext } from "./offline-browser.mjs";
 
 const [base, shots, operator, other, secret] = process.argv.slice(2);
 const origin = new URL(base);
 mkdirSync(shots, { recursive: true });
 const report = { ok: false, screenshots: [], blocked: [], errors: [], shown: "" };
-const browser = await chromium.launch({
-  executablePath: process.env.KFS_CHROMIUM ?? "/usr/bin/chromium",
-  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync"],
-});
+const browser = await launch();
 try {
-  const context = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
-  await context.route("**/*", (route) => {
-    const url = new URL(route.request().url());
-    if (url.host === origin.host) return route.continue();
-    report.blocked.push(url.toString());
-    return route.abort();
-  });
+  const context = await offlineContext(browser, origin, report.blocked, { width: 1400, height: 1000 });
   const page = await context.newPage();
   page.on("console", (message) => { if (message.type() === "error" && !message.text().includes("404")) report.errors.push(message.text()); });
   page.on("pageerror", (error) => report.errors.push(error.message));
