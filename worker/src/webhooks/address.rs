@@ -45,6 +45,17 @@ pub fn is_public(ip: IpAddr) -> bool {
 /// Checks an endpoint URL: http(s), a host, and (unless `allow_private`) HTTPS with every
 /// address the host resolves to public. The message says what is wrong.
 pub async fn check_url(url: &str, allow_private: bool) -> Result<reqwest::Url, String> {
+    check(url, allow_private, true).await
+}
+
+/// What a send checks before connecting: everything [`check_url`] does but the name
+/// lookup, which the client's [`PublicOnly`] resolver makes at connect time anyway (a
+/// literal address, which no resolver sees, is still checked here).
+pub async fn check_before_send(url: &str, allow_private: bool) -> Result<reqwest::Url, String> {
+    check(url, allow_private, false).await
+}
+
+async fn check(url: &str, allow_private: bool, resolve: bool) -> Result<reqwest::Url, String> {
     let parsed = reqwest::Url::parse(url).map_err(|error| format!("url is not a URL: {error}"))?;
     match parsed.scheme() {
         "https" => {}
@@ -63,6 +74,7 @@ pub async fn check_url(url: &str, allow_private: bool) -> Result<reqwest::Url, S
     let bare = host.trim_start_matches('[').trim_end_matches(']');
     let addresses: Vec<SocketAddr> = match bare.parse::<IpAddr>() {
         Ok(ip) => vec![SocketAddr::new(ip, port)],
+        Err(_) if !resolve => return Ok(parsed),
         Err(_) => tokio::net::lookup_host((bare, port))
             .await
             .map_err(|error| format!("url's host does not resolve: {error}"))?
@@ -144,5 +156,16 @@ mod tests {
         assert!(check_url("ftp://93.184.216.34/hook", false).await.is_err());
         assert!(check_url("https://93.184.216.34/hook", false).await.is_ok());
         assert!(check_url("http://127.0.0.1:9/hook", true).await.is_ok());
+        // At send time a literal address is still refused; a name is left to the resolver.
+        assert!(check_before_send("https://169.254.169.254/", false).await.is_err());
+        assert!(check_before_send("http://hooks.example.com/", false).await.is_err());
+        assert!(check_before_send("https://hooks.example.com/", false).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn the_connect_time_resolver_answers_no_private_address() {
+        let name: Name = "localhost".parse().expect("a name");
+        let refused = PublicOnly.resolve(name).await;
+        assert!(refused.is_err(), "localhost resolved to a usable address");
     }
 }

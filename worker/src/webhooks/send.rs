@@ -172,8 +172,9 @@ fn delay(settings: &WebhookSettings, attempts: i32) -> i64 {
 async fn post(policy: &DeliveryPolicy, target: &endpoint::Model, row: &delivery::Model) -> Tried {
     let failed = |error: String| Tried { status_code: None, error: Some(error) };
     // Checked again at send time: the endpoint was checked at registration, but a
-    // literal address bypasses the resolver, and the rule may have changed since.
-    if let Err(error) = super::address::check_url(&target.url, policy.settings.allow_private).await {
+    // literal address bypasses the resolver, and the rule may have changed since. Names
+    // are resolved once, by the client's public-only resolver.
+    if let Err(error) = super::address::check_before_send(&target.url, policy.settings.allow_private).await {
         return failed(error);
     }
     let signer = match standardwebhooks::Webhook::new(&target.secret) {
