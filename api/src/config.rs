@@ -51,6 +51,10 @@ pub struct Settings {
     /// `KFS_LOG_FORMAT`: `text` (the default) or `json`, one object per line.
     #[serde(default)]
     pub log_format: worker::telemetry::LogFormat,
+    /// `KFS_OTLP_ENDPOINT`: an OTLP/HTTP collector's base URL (`http://collector:4318`)
+    /// to export spans to, protobuf-encoded; unset or empty, nothing is exported.
+    #[serde(default)]
+    pub otlp_endpoint: Option<String>,
     /// `KFS_QUOTA_QUEUED_PER_TENANT`: the most unfinished tasks (queued, running, paused)
     /// one tenant may hold; unset, no limit.
     #[serde(default)]

@@ -45,8 +45,15 @@ enum Command {
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let settings = Settings::load(cli.config.as_deref()).context("loading settings")?;
-    worker::telemetry::init(settings.log_format);
-    match cli.command.unwrap_or(Command::Serve) {
+    let otlp_endpoint = settings.otlp_endpoint.clone().filter(|endpoint| !endpoint.is_empty());
+    let telemetry = worker::telemetry::init(settings.log_format, otlp_endpoint.as_deref(), "kfs-api")?;
+    let outcome = run(cli.command.unwrap_or(Command::Serve), settings).await;
+    telemetry.shutdown().await;
+    outcome
+}
+
+async fn run(command: Command, settings: Settings) -> anyhow::Result<()> {
+    match command {
         Command::Serve => serve(settings).await,
         Command::Token { sub, tenant, channel, ttl } => {
             let exp = chrono::Utc::now().timestamp() + ttl;

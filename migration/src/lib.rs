@@ -17,6 +17,7 @@ mod m0017_knowledge_passages;
 mod m0018_answer_drafts;
 mod m0019_fair_claims;
 mod m0020_webhooks;
+mod m0021_trace_contexts;
 mod raw;
 
 pub use m0019_fair_claims::UNFINISHED;
@@ -38,6 +39,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0018_answer_drafts::Migration),
             Box::new(m0019_fair_claims::Migration),
             Box::new(m0020_webhooks::Migration),
+            Box::new(m0021_trace_contexts::Migration),
         ]
     }
 }

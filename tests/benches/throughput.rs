@@ -8,6 +8,12 @@
 //! `worker::lifecycle::create`, and then its workers, each with its own pool and
 //! `worker_id` as separate processes would have. The clock runs from starting the
 //! workers until the last task completed.
+//!
+//! `KFS_BENCH_TASKS` changes the number of tasks per row. `KFS_BENCH_OPS_SCREENSHOT=<png>`
+//! also serves the API on the first PostgreSQL single-worker row's database (the SQLite
+//! one without PostgreSQL) and saves a screenshot of its `/ops` page, taken in headless
+//! Chromium six seconds into the run: give that row enough tasks to last longer.
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -20,16 +26,20 @@ use worker::lifecycle::{NewTask, create};
 use worker::runtime::{CancellationToken, TaskTracker};
 use worker::{Notifier, WorkerSettings};
 
-/// Tasks per configuration: enough that start-up and the poll interval are noise, few
-/// enough that the four configurations finish in well under a minute.
+/// Tasks per configuration unless `KFS_BENCH_TASKS` says otherwise: enough that start-up
+/// and the poll interval are noise, few enough that the four configurations finish in
+/// well under a minute.
 const TASKS: usize = 500;
+
+/// When the screenshot of `/ops` is taken, after the page went live: three snapshots in.
+const SCREENSHOT_AFTER_MS: u64 = 6_000;
 
 /// The configurations measured: backend and number of worker runtimes.
 const CONFIGURATIONS: [(Backend, usize); 4] =
     [(Backend::Sqlite, 1), (Backend::Sqlite, 2), (Backend::Postgres, 1), (Backend::Postgres, 2)];
 
 /// A configuration still running after this has hung; the bench fails instead of waiting.
-const DEADLINE: Duration = Duration::from_secs(120);
+const DEADLINE: Duration = Duration::from_secs(600);
 
 /// The corpus: twenty short documents, some on the questions' topics and some not, so
 /// full-text search has something to rank.
@@ -98,11 +108,17 @@ fn run() -> anyhow::Result<()> {
     let config = TestConfig::from_env();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("building the runtime")?;
     let defaults = WorkerSettings::default();
+    let tasks = match std::env::var("KFS_BENCH_TASKS") {
+        Ok(value) => value.parse().context("KFS_BENCH_TASKS must be a count")?,
+        Err(_) => TASKS,
+    };
+    let mut screenshot = std::env::var_os("KFS_BENCH_OPS_SCREENSHOT").map(PathBuf::from);
+    let screenshot_backend = if config.postgres_url.is_some() { Backend::Postgres } else { Backend::Sqlite };
     // The figures mean little without the machine: workers, database and this process
     // share its cores.
     let cpus = std::thread::available_parallelism().map_or(1, usize::from);
     println!(
-        "{TASKS} tasks per row, {} documents, mode RESEARCH, top_k 5, {cpus} CPUs; \
+        "{tasks} tasks per row, {} documents, mode RESEARCH, top_k 5, {cpus} CPUs; \
          each worker: max_concurrency {}, batch_size {}",
         DOCUMENTS.len(),
         defaults.max_concurrency,
@@ -116,20 +132,22 @@ fn run() -> anyhow::Result<()> {
         }
         let mut figure = None;
         let slot = &mut figure;
+        let shoot = if backend == screenshot_backend && workers == 1 { screenshot.take() } else { None };
         runtime.block_on(TestDb::run(backend, &config, |db| async move {
-            *slot = Some(measure(&db, workers).await?);
+            *slot = Some(measure(&db, workers, tasks, shoot).await?);
             Ok(())
         }))?;
         let figure = figure.context("the measurement left no figure")?;
         let seconds = figure.elapsed.as_secs_f64();
-        println!("{:<10} {:>7} {seconds:>9.2} {:>9.1}", figure.backend.name(), figure.workers, TASKS as f64 / seconds);
+        println!("{:<10} {:>7} {seconds:>9.2} {:>9.1}", figure.backend.name(), figure.workers, tasks as f64 / seconds);
     }
     Ok(())
 }
 
-/// Seeds the corpus and the tasks, then times `workers` runtimes until every task completed.
-async fn measure(db: &TestDb, workers: usize) -> anyhow::Result<Figure> {
-    let space = seed(db).await?;
+/// Seeds the corpus and the tasks, then times `workers` runtimes until every task completed;
+/// with `screenshot`, the operations page is photographed there during the run.
+async fn measure(db: &TestDb, workers: usize, tasks: usize, screenshot: Option<PathBuf>) -> anyhow::Result<Figure> {
+    let space = seed(db, tasks).await?;
     let shutdown = CancellationToken::new();
     let tracker = TaskTracker::new();
     let mut pools = Vec::with_capacity(workers);
@@ -143,7 +161,15 @@ async fn measure(db: &TestDb, workers: usize) -> anyhow::Result<Figure> {
         let settings = WorkerSettings { worker_id: format!("bench-{}", index + 1), ..WorkerSettings::default() };
         worker::runtime::spawn(pool.clone(), Notifier::new(), settings, shutdown.clone(), &tracker)?;
     }
-    let outcome = wait_for_all(db, space, started).await;
+    let outcome = match screenshot {
+        None => wait_for_all(db, space, tasks, started).await,
+        Some(path) => {
+            let (outcome, shot) = tokio::join!(wait_for_all(db, space, tasks, started), ops_screenshot(db, &path));
+            let shot = shot.context("taking the /ops screenshot")?;
+            println!("/ops screenshot during this run: {shot}");
+            outcome
+        }
+    };
     let elapsed = started.elapsed();
     shutdown.cancel();
     tracker.close();
@@ -157,11 +183,11 @@ async fn measure(db: &TestDb, workers: usize) -> anyhow::Result<Figure> {
 
 /// Polls until every task of the space completed; fails on a task that ended otherwise,
 /// or at [`DEADLINE`]. The poll interval bounds the timing error at a few milliseconds.
-async fn wait_for_all(db: &TestDb, space: Uuid, started: Instant) -> anyhow::Result<()> {
+async fn wait_for_all(db: &TestDb, space: Uuid, tasks: usize, started: Instant) -> anyhow::Result<()> {
     loop {
         let in_space = job::Entity::find().filter(job::Column::KnowledgeSpaceId.eq(space));
         let completed = in_space.clone().filter(job::Column::Stage.eq(Stage::Completed)).count(&db.db).await?;
-        if completed == TASKS as u64 {
+        if completed == tasks as u64 {
             return Ok(());
         }
         let ended_badly =
@@ -171,21 +197,21 @@ async fn wait_for_all(db: &TestDb, space: Uuid, started: Instant) -> anyhow::Res
         }
         anyhow::ensure!(
             started.elapsed() < DEADLINE,
-            "only {completed} of {TASKS} tasks completed within {DEADLINE:?}"
+            "only {completed} of {tasks} tasks completed within {DEADLINE:?}"
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
 
-/// A space with an owner, [`DOCUMENTS`] and [`TASKS`] queued tasks; returns the space.
-async fn seed(db: &TestDb) -> anyhow::Result<Uuid> {
+/// A space with an owner, [`DOCUMENTS`] and `tasks` queued tasks; returns the space.
+async fn seed(db: &TestDb, tasks: usize) -> anyhow::Result<Uuid> {
     let space = fixtures::space(db).await?;
     let owner = fixtures::member(db, &space, "owner", MemberRole::Owner).await?;
     for (title, content) in DOCUMENTS {
         fixtures::document(db, &owner, title, content).await?;
     }
     let notifier = Notifier::new();
-    for index in 0..TASKS {
+    for index in 0..tasks {
         let asked = fixtures::new_task(
             fixtures::member_grant(&owner, AccessChannel::Interactive),
             QUESTIONS[index % QUESTIONS.len()],
@@ -194,4 +220,33 @@ async fn seed(db: &TestDb) -> anyhow::Result<Uuid> {
         create(&db.db, &notifier, input, entity::now_millis()).await.context("creating a task")?;
     }
     Ok(space.id)
+}
+
+/// Serves the API (no worker of its own) on the bench's database with `bench-operator` as
+/// its operator, and saves a screenshot of `/ops` at `path` from headless Chromium;
+/// returns the path. Needs Node.js and `npm ci --prefix tests` (the tests install it).
+async fn ops_screenshot(db: &TestDb, path: &std::path::Path) -> anyhow::Result<String> {
+    let server = kfs_tests::server::TestServer::start_with(&db.url, |settings| {
+        settings.operator_subjects = vec!["bench-operator".to_owned()];
+    })
+    .await?;
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("node/ops-screenshot.mjs");
+    let output = tokio::process::Command::new("node")
+        .arg(script)
+        .arg(server.server.base_url())
+        .arg(kfs_tests::server::TestServer::token("bench-operator", "any-tenant"))
+        .arg(path)
+        .arg(SCREENSHOT_AFTER_MS.to_string())
+        .env("KFS_CHROMIUM", kfs_tests::harness::chromium())
+        .output()
+        .await
+        .context("running node (is Node.js installed?)")?;
+    server.stop().await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let report: serde_json::Value =
+        stdout.lines().rev().find_map(|line| serde_json::from_str(line).ok()).with_context(|| {
+            format!("no report from the script: {stdout}{}", String::from_utf8_lossy(&output.stderr))
+        })?;
+    anyhow::ensure!(report["ok"] == true, "the screenshot failed: {report}");
+    Ok(path.display().to_string())
 }

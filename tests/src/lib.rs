@@ -16,6 +16,7 @@ pub mod fixtures;
 pub mod harness;
 pub mod hostile;
 pub mod openai_server;
+pub mod otlp_receiver;
 pub mod process;
 pub mod retrieval_eval;
 pub mod schema;

@@ -25,6 +25,8 @@ struct Loaded {
     database_url: String,
     settings: WorkerSettings,
     log_format: LogFormat,
+    /// `KFS_OTLP_ENDPOINT`: where spans are exported (off when unset or empty).
+    otlp_endpoint: Option<String>,
 }
 
 fn load(cli: &Cli) -> anyhow::Result<Loaded> {
@@ -32,7 +34,8 @@ fn load(cli: &Cli) -> anyhow::Result<Loaded> {
     if let Some(path) = &cli.config {
         figment = figment.merge(Toml::file_exact(path));
     }
-    let figment = worker::config::environment(figment.merge(Env::prefixed("KFS_").only(&["log_format"])));
+    let figment =
+        worker::config::environment(figment.merge(Env::prefixed("KFS_").only(&["log_format", "otlp_endpoint"])));
     let database_url: String = figment
         .extract_inner("database_url")
         .context("DATABASE_URL is required to run the worker alone (the API embeds it otherwise)")?;
@@ -46,14 +49,18 @@ fn load(cli: &Cli) -> anyhow::Result<Loaded> {
     } else {
         LogFormat::default()
     };
-    Ok(Loaded { database_url, settings, log_format })
+    let otlp_endpoint = figment
+        .extract_inner::<Option<String>>("otlp_endpoint")
+        .context("KFS_OTLP_ENDPOINT must be a URL")?
+        .filter(|endpoint| !endpoint.is_empty());
+    Ok(Loaded { database_url, settings, log_format, otlp_endpoint })
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    let Loaded { database_url, settings, log_format } = load(&cli)?;
-    worker::telemetry::init(log_format);
+    let Loaded { database_url, settings, log_format, otlp_endpoint } = load(&cli)?;
+    let telemetry = worker::telemetry::init(log_format, otlp_endpoint.as_deref(), "kfs-worker")?;
     let engine = worker::runtime::research_engine(&settings).context("configuring the research engine")?;
     let db = worker::db::connect_and_migrate(&database_url).await.context("connecting to the database")?;
     let prepared = worker::knowledge::prepare(&db, &settings, entity::now_millis())
@@ -84,6 +91,7 @@ async fn main() -> anyhow::Result<()> {
     tracker.close();
     tracker.wait().await;
     db.close().await.context("closing the database")?;
+    telemetry.shutdown().await;
     Ok(())
 }
 

@@ -17,6 +17,15 @@ pub use health::{healthz, readyz};
 pub use metrics::{Counted, install as install_metrics, metrics, open_counts, track as track_metrics};
 pub use ws::{ConnectionLimits, WsEndpoint, graphql_ws};
 
+/// The span each HTTP request runs in (DEBUG, so exported traces have it and the logs do
+/// not): the method and path, never the query string (a GET's document and variables),
+/// and the caller's trace as its parent when the request carries a W3C `traceparent`.
+pub fn request_span(request: &axum::http::Request<axum::body::Body>) -> tracing::Span {
+    let span = tracing::debug_span!("http request", http.method = %request.method(), http.path = request.uri().path());
+    worker::telemetry::context::adopt_remote_parent(&span, request.headers());
+    span
+}
+
 /// The answer to a request whose handler panicked: a GraphQL error with the internal
 /// code, never the panic's message.
 pub fn panic_response(_panic: Box<dyn std::any::Any + Send + 'static>) -> axum::response::Response {

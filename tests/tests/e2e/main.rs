@@ -39,6 +39,7 @@ mod operations;
 mod ops_page;
 mod research_answer;
 mod research_openai;
+mod traces;
 mod webhooks;
 mod worker_fairness;
 mod worker_lease;
@@ -77,6 +78,7 @@ fn main() -> ExitCode {
         research_answer::tests(),
         research_openai::tests(),
         migration_replay::tests(),
+        traces::tests(),
         webhooks::tests(),
         worker_fairness::tests(),
         worker_lease::tests(),

@@ -156,6 +156,7 @@ async fn insert(
         updated_at: Set(now),
     };
     let task = job::Entity::insert(row).exec_with_returning(&txn).await?;
+    crate::telemetry::context::store(&txn, id, now).await?;
     delivery::enqueue(&txn, &task, now).await?;
     commit(txn, notifier, signal(task.id, None, None, true)).await?;
     metrics::counter!("research_tasks_created_total").increment(1);

@@ -1,6 +1,6 @@
 //! Retention: finished tasks (completed, failed, canceled) not updated for `days` are
 //! deleted in small batches, each its own short transaction, with everything that hangs
-//! off them (events, partial results, outbox rows, the answer draft, webhook deliveries
+//! off them (events, partial results, outbox rows, the answer draft, the trace context, webhook deliveries
 //! and their attempts go by cascade). Answer traces are kept, unlinked from the task (the
 //! foreign key sets null), unless `answer_traces` asks to prune them too. Unfinished tasks
 //! are never touched, however old.

@@ -85,6 +85,7 @@ impl Pipeline {
             attempt = claimed.job.execution_attempts,
             worker_id = %claimed.lease.worker_id,
         );
+        crate::telemetry::context::join_stored(&self.db, &span, claimed.job.id).await;
         let run = async {
             let outcome = self.run_stages(claimed, stop).await;
             match &outcome {

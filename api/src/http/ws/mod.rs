@@ -45,6 +45,7 @@ pub async fn graphql_ws(State(endpoint): State<WsEndpoint>, upgrade: WebSocketUp
     let Ok(permit) = endpoint.connections.clone().try_acquire_owned() else {
         return (StatusCode::SERVICE_UNAVAILABLE, "too many WebSocket connections").into_response();
     };
+    let upgrade_span = tracing::Span::current();
     upgrade
         // In order of preference: the current protocol, then the legacy one.
         .protocols(async_graphql::http::ALL_WEBSOCKET_PROTOCOLS)
@@ -60,7 +61,9 @@ pub async fn graphql_ws(State(endpoint): State<WsEndpoint>, upgrade: WebSocketUp
         .max_frame_size(MAX_FRAME_BYTES)
         .on_upgrade(move |socket| async move {
             let protocol = protocol::negotiated(socket.protocol().and_then(|value| value.to_str().ok()));
-            let span = tracing::info_span!("websocket", connection.id = %uuid::Uuid::new_v4(), protocol = ?protocol);
+            // A child of the upgrade request's span, so a `traceparent` sent with the
+            // upgrade makes the connection's operations part of the caller's trace.
+            let span = tracing::info_span!(parent: &upgrade_span, "websocket", connection.id = %uuid::Uuid::new_v4(), protocol = ?protocol);
             connection::serve(socket, protocol, endpoint.graphql, endpoint.limits, endpoint.shutdown)
                 .instrument(span)
                 .await;
