@@ -19,8 +19,33 @@ pub struct Settings {
     pub database_url: String,
     /// `KFS_LISTEN_ADDR`; port 0 picks a free port and the server logs the one it bound.
     pub listen_addr: SocketAddr,
-    /// `KFS_JWT_SECRET`: the HS256 secret for caller tokens.
+    /// `KFS_JWT_SECRET`: the HS256 secret for caller tokens (and the one the `token`
+    /// command signs with).
     pub jwt_secret: SecretString,
+    /// `KFS_JWT_PREVIOUS_SECRETS`: HS256 secrets still accepted while a rotation is under
+    /// way (comma-separated, or a list in `kfs.toml`); tokens are only ever signed with
+    /// `jwt_secret`.
+    #[serde(default, deserialize_with = "secrets_or_commas")]
+    pub jwt_previous_secrets: Vec<SecretString>,
+    /// `KFS_JWT_LEEWAY_SECONDS`: how far `exp` and `nbf` may be off the clock (both kinds
+    /// of token). Zero by default: expired means expired.
+    #[serde(default)]
+    pub jwt_leeway_seconds: u64,
+    /// `KFS_JWT_ISSUERS`: identity providers whose tokens are verified against their
+    /// JWKS, as a JSON array of objects (see [`crate::auth::IssuerSettings`]).
+    #[serde(default, deserialize_with = "crate::auth::issuers_from_env")]
+    pub jwt_issuers: Vec<crate::auth::IssuerSettings>,
+    /// `[[jwt.issuer]]` tables in `kfs.toml`: more issuers, as in `jwt_issuers`.
+    #[serde(default)]
+    pub jwt: JwtTables,
+    /// `KFS_JWKS_TIMEOUT_MS`: how long one JWKS fetch may take.
+    pub jwks_timeout_ms: u64,
+    /// `KFS_JWKS_REFRESH_SECONDS`: a token naming a key (`kid`) the cached set lacks makes
+    /// the set be fetched again, at most once per this interval per issuer.
+    pub jwks_refresh_seconds: u64,
+    /// `KFS_JWKS_MAX_AGE_SECONDS`: how old a cached set may grow before it is fetched
+    /// again on use (while the provider is down, the cached one keeps serving).
+    pub jwks_max_age_seconds: u64,
     /// `KFS_EMBEDDED_WORKER`: run the worker loops in this process.
     pub embedded_worker: bool,
     /// `KFS_MAX_CONTENT_BYTES`: the largest document content accepted, in UTF-8 bytes.
@@ -92,11 +117,22 @@ pub struct Settings {
 }
 
 /// The defaults, as a serializable mirror of `Settings` (secrets are not serializable).
+/// The `[jwt]` section of `kfs.toml`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct JwtTables {
+    /// `[[jwt.issuer]]`: one table per identity provider.
+    #[serde(default)]
+    pub issuer: Vec<crate::auth::IssuerSettings>,
+}
+
 #[derive(Serialize)]
 struct Defaults {
     database_url: String,
     listen_addr: String,
     jwt_secret: String,
+    jwks_timeout_ms: u64,
+    jwks_refresh_seconds: u64,
+    jwks_max_age_seconds: u64,
     embedded_worker: bool,
     max_content_bytes: usize,
     max_response_bytes: usize,
@@ -113,6 +149,9 @@ impl Default for Defaults {
             database_url: "sqlite://./data/kfs.sqlite?mode=rwc".to_owned(),
             listen_addr: "127.0.0.1:8000".to_owned(),
             jwt_secret: DEVELOPMENT_JWT_SECRET.to_owned(),
+            jwks_timeout_ms: 3_000,
+            jwks_refresh_seconds: 60,
+            jwks_max_age_seconds: 600,
             embedded_worker: true,
             max_content_bytes: 5 * 1024 * 1024,
             max_response_bytes: 64 * 1024 * 1024,
@@ -140,7 +179,17 @@ fn list_or_commas<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<V
     Ok(items.into_iter().map(|item| item.trim().to_owned()).filter(|item| !item.is_empty()).collect())
 }
 
+/// Secrets as [`list_or_commas`] reads them.
+fn secrets_or_commas<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<SecretString>, D::Error> {
+    Ok(list_or_commas(deserializer)?.into_iter().map(SecretString::from).collect())
+}
+
 impl Settings {
+    /// Every configured identity provider: `KFS_JWT_ISSUERS`, then `[[jwt.issuer]]`.
+    pub fn issuers(&self) -> impl Iterator<Item = &crate::auth::IssuerSettings> {
+        self.jwt_issuers.iter().chain(&self.jwt.issuer)
+    }
+
     /// Loads defaults, then the TOML file (the given path, or `kfs.toml` if present), then
     /// `KFS_*` variables (`KFS_WORKER_<FIELD>` for the worker's), then `DATABASE_URL`.
     pub fn load(file: Option<&Path>) -> Result<Self, Box<figment::Error>> {
@@ -233,6 +282,35 @@ mod tests {
             assert_eq!(settings.worker.poll_interval_ms, 250);
             assert_eq!(settings.database_url, "postgres://db.example/kfs");
             assert!(!settings.is_sqlite());
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn identity_providers_come_from_the_environment_and_the_file() {
+        Jail::expect_with(|jail| {
+            jail.clear_env();
+            jail.create_file(
+                "kfs.toml",
+                "[[jwt.issuer]]\nissuer = \"https://file.example/\"\naudience = \"kfs\"\n\
+                 jwks_url = \"https://file.example/jwks.json\"\nalgorithms = [\"ES256\"]\n",
+            )?;
+            jail.set_env(
+                "KFS_JWT_ISSUERS",
+                r#"[{"issuer":"https://env.example/","audience":["kfs","app"],"jwks_url":"https://env.example/jwks","tenant_claim":"org_id"}]"#,
+            );
+            jail.set_env("KFS_JWT_PREVIOUS_SECRETS", "old-one, older-one");
+            jail.set_env("KFS_JWT_LEEWAY_SECONDS", "30");
+            let settings = Settings::load(None).map_err(|error| error.to_string())?;
+            let issuers: Vec<_> = settings.issuers().map(|issuer| issuer.issuer.as_str()).collect();
+            assert_eq!(issuers, ["https://env.example/", "https://file.example/"]);
+            assert_eq!(settings.jwt_issuers[0].audience, ["kfs", "app"]);
+            assert_eq!(settings.jwt_issuers[0].tenant_claim, "org_id");
+            assert_eq!(settings.jwt.issuer[0].algorithms, ["ES256"]);
+            let previous: Vec<_> = settings.jwt_previous_secrets.iter().map(|secret| secret.expose_secret()).collect();
+            assert_eq!(previous, ["old-one", "older-one"]);
+            assert_eq!(settings.jwt_leeway_seconds, 30);
+            assert!(!format!("{settings:?}").contains("old-one"), "secrets never show in Debug");
             Ok(())
         });
     }

@@ -127,9 +127,8 @@ pub fn router(state: AppState, shutdown: CancellationToken) -> anyhow::Result<Ro
 /// Connects, migrates, binds and serves; with `embedded_worker` the worker loops run in
 /// this process too. Returns once the listener is bound.
 pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
-    if !settings.is_sqlite() && settings.uses_development_secret() {
-        anyhow::bail!("KFS_JWT_SECRET must be set when running on PostgreSQL");
-    }
+    // Checks the token settings (issuers, and a real secret or a provider on PostgreSQL).
+    let identity = Arc::new(crate::auth::Identity::new(&settings)?);
     // A worker that cannot run its engine is refused before anything starts.
     let engine = match settings.embedded_worker {
         true => Some(worker::runtime::research_engine(&settings.worker).context("configuring the research engine")?),
@@ -191,7 +190,7 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
         None => worker::observe::Ticks::default(),
     };
     worker::observe::spawn_gauges(db.clone(), shutdown.clone(), &tracker);
-    let state = AppState { db, notifier, settings: settings.clone(), live, rates, worker_ticks };
+    let state = AppState { db, notifier, settings: settings.clone(), live, rates, identity, worker_ticks };
     let app = router(state.clone(), shutdown.clone())?;
     let stop = shutdown.clone();
     tracker.spawn(async move {

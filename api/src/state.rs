@@ -20,6 +20,8 @@ pub struct AppState {
     pub live: LiveHub,
     /// Rate limits per principal and tenant, for this process.
     pub rates: Arc<crate::rate::RateLimits>,
+    /// Token verification: secrets and identity providers with their cached keys.
+    pub identity: Arc<crate::auth::Identity>,
     /// The embedded worker's loop ticks (empty without one), for readiness.
     pub worker_ticks: worker::observe::Ticks,
 }

@@ -15,6 +15,7 @@ pub mod embedding_server;
 pub mod fixtures;
 pub mod harness;
 pub mod hostile;
+pub mod jwks_server;
 pub mod openai_server;
 pub mod otlp_receiver;
 pub mod process;

@@ -34,5 +34,6 @@ pub async fn authenticate_api_key(db: &DatabaseConnection, presented: &str) -> R
             expires_at: key.expires_at,
         }),
         expires_at: key.expires_at,
+        issuer: None,
     })
 }

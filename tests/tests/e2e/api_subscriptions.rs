@@ -30,6 +30,7 @@ fn principal(api: &Api, subject: &str) -> Principal {
         channel: AccessChannel::Interactive,
         api_key: None,
         expires_at: None,
+        issuer: None,
     }
 }
 

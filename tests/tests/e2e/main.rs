@@ -23,6 +23,7 @@ mod hostile_inputs;
 mod hostile_outage;
 mod hostile_sockets;
 mod http_contract;
+mod identity;
 mod knowledge_documents;
 mod knowledge_embeddings;
 mod knowledge_retrieval;
@@ -63,6 +64,7 @@ fn main() -> ExitCode {
         hostile_outage::tests(),
         hostile_sockets::tests(),
         http_contract::tests(),
+        identity::tests(),
         knowledge_documents::tests(),
         knowledge_embeddings::tests(),
         knowledge_retrieval::tests(),

@@ -55,9 +55,7 @@ fn secure(response: &mut Response, headers: &HeaderMap) {
 async fn operator(state: &AppState, headers: &HeaderMap) -> Option<Option<i64>> {
     let authorization = headers.get(header::AUTHORIZATION).and_then(|value| value.to_str().ok());
     match authenticate(state, authorization).await {
-        Ok(Some(principal))
-            if principal.api_key.is_none() && state.settings.operator_subjects.contains(&principal.subject_id) =>
-        {
+        Ok(Some(principal)) if state.settings.operator_subjects.iter().any(|entry| principal.is_named_by(entry)) => {
             Some(principal.expires_at)
         }
         _ => None,
