@@ -49,10 +49,11 @@ fn load(cli: &Cli) -> anyhow::Result<Loaded> {
     } else {
         LogFormat::default()
     };
-    let otlp_endpoint = figment
-        .extract_inner::<Option<String>>("otlp_endpoint")
-        .context("KFS_OTLP_ENDPOINT must be a URL")?
-        .filter(|endpoint| !endpoint.is_empty());
+    let otlp_endpoint = match figment.contains("otlp_endpoint") {
+        true => Some(figment.extract_inner::<String>("otlp_endpoint").context("KFS_OTLP_ENDPOINT must be a URL")?),
+        false => None,
+    }
+    .filter(|endpoint| !endpoint.is_empty());
     Ok(Loaded { database_url, settings, log_format, otlp_endpoint })
 }
 
