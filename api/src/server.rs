@@ -118,6 +118,7 @@ pub fn router(state: AppState, shutdown: CancellationToken) -> anyhow::Result<Ro
         .merge(websocket)
         .merge(health)
         .layer(axum::middleware::from_fn(http::track_metrics))
+        .layer(axum::middleware::from_fn(http::request_id::assign))
         .layer(TraceLayer::new_for_http().make_span_with(http::request_span))
         // A panic is a bug, but it must cost one request, not the connection it came on:
         // answer it as an internal error (the panic itself is logged by the hook).

@@ -25,3 +25,10 @@ pub struct AppState {
     /// The embedded worker's loop ticks (empty without one), for readiness.
     pub worker_ticks: worker::observe::Ticks,
 }
+
+impl AppState {
+    /// Whether `principal` is one of `KFS_OPERATOR_SUBJECTS`.
+    pub fn is_operator(&self, principal: &crate::auth::Principal) -> bool {
+        self.settings.operator_subjects.iter().any(|entry| principal.is_named_by(entry))
+    }
+}

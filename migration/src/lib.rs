@@ -18,6 +18,7 @@ mod m0018_answer_drafts;
 mod m0019_fair_claims;
 mod m0020_webhooks;
 mod m0021_trace_contexts;
+mod m0022_audit_and_deletions;
 mod raw;
 
 pub use m0019_fair_claims::UNFINISHED;
@@ -40,6 +41,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0019_fair_claims::Migration),
             Box::new(m0020_webhooks::Migration),
             Box::new(m0021_trace_contexts::Migration),
+            Box::new(m0022_audit_and_deletions::Migration),
         ]
     }
 }

@@ -36,6 +36,8 @@ pub enum Step {
     Embedded(usize),
     /// The webhook loop tried this many deliveries.
     Delivered(usize),
+    /// The deletion loop finished this many space deletions.
+    Deleted(usize),
     /// The loop's remote endpoint is unavailable: wait this long (wake-ups do not help).
     Backoff(Duration),
     /// Nothing was due.
@@ -140,6 +142,7 @@ pub fn spawn_with_engine(
             shutdown.clone(),
         ));
     }
+    tracker.spawn(deletion_loop(db.clone(), notifier.clone(), wake.ticks.clone(), shutdown.clone()));
     let ticks = wake.ticks.clone();
     tracker.spawn(outbox_loop(db, publisher, settings.clone(), clock, wake, shutdown.clone()));
     tracker.spawn(drain(jobs, stop, Duration::from_millis(settings.shutdown_grace_ms), shutdown));
@@ -341,6 +344,27 @@ async fn retention_loop(
     repeat("pruning finished tasks", step, &never, &shutdown, every, &ticks).await;
 }
 
+/// How often a worker looks for space deletions an interrupted request left unfinished.
+const DELETION_INTERVAL: Duration = Duration::from_secs(30);
+
+/// Finishes space deletions whose request stopped half-way (a crash, a timeout).
+async fn deletion_loop(
+    db: DatabaseConnection,
+    notifier: Notifier,
+    ticks: crate::observe::Ticks,
+    shutdown: CancellationToken,
+) {
+    let never = Notify::new();
+    let step = || {
+        let (db, notifier) = (db.clone(), notifier.clone());
+        async move {
+            let finished = lifecycle::finish_pending_deletions(&db, &notifier).await?;
+            Ok(if finished > 0 { Step::Deleted(finished) } else { Step::Idle })
+        }
+    };
+    repeat("finishing space deletions", step, &never, &shutdown, DELETION_INTERVAL, &ticks).await;
+}
+
 /// The embeddings client of the backlog loop, when an endpoint is configured.
 fn backlog_embedder(settings: &WorkerSettings) -> Option<Embedder> {
     let endpoint = settings.embeddings.endpoint().ok()??;
@@ -416,7 +440,9 @@ async fn repeat<F, Fut>(
     loop {
         ticks.tick(what, poll);
         let (busy, backoff) = match step().await {
-            Ok(Step::Claimed(_) | Step::Published(_) | Step::Embedded(_) | Step::Delivered(_)) => (true, None),
+            Ok(Step::Claimed(_) | Step::Published(_) | Step::Embedded(_) | Step::Delivered(_) | Step::Deleted(_)) => {
+                (true, None)
+            }
             Ok(Step::Backoff(wait)) => (false, Some(wait)),
             Ok(Step::Idle) => (false, None),
             Err(error) => {

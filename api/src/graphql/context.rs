@@ -1,5 +1,5 @@
-//! The two typed accessors resolvers use to reach request data: who is calling, and the
-//! shared state. Nothing else reads `ctx.data`.
+//! The typed accessors resolvers use to reach request data: who is calling (and from
+//! which request), and the shared state. Nothing else reads `ctx.data`.
 use async_graphql::Context;
 
 use crate::auth::Principal;
@@ -17,6 +17,14 @@ pub fn principal<'ctx>(ctx: &Context<'ctx>) -> Result<&'ctx Principal, ApiError>
         return Err(ApiError::Unauthenticated);
     }
     Ok(found)
+}
+
+/// The caller and the request, as the audit log records them.
+pub fn actor<'ctx>(ctx: &Context<'ctx>) -> Result<crate::store::audit::Actor<'ctx>, ApiError> {
+    Ok(crate::store::audit::Actor {
+        principal: principal(ctx)?,
+        request_id: ctx.data_opt::<crate::http::request_id::RequestId>(),
+    })
 }
 
 /// The shared state the schema was built with.

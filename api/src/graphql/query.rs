@@ -11,7 +11,7 @@ use super::enums::GqlStage;
 use super::limits::{DEFAULT_PAGE, MAX_PAGE};
 use super::lists;
 use super::relay::{self, PageArgs};
-use super::types::{AnswerTrace, KnowledgeDocument, KnowledgeSpace, ResearchTask, Viewer, WebhookDelivery};
+use super::types::{AnswerTrace, AuditEvent, KnowledgeDocument, KnowledgeSpace, ResearchTask, Viewer, WebhookDelivery};
 use crate::error::{ApiError, IntoGql};
 use crate::store::{PageKey, documents, spaces};
 
@@ -159,6 +159,40 @@ impl QueryRoot {
             let (caller, db) = (principal(ctx)?, &state(ctx)?.db);
             let args = PageArgs::parse(first, after)?;
             lists::answer_traces(db, caller, knowledge_space_id, args).await
+        };
+        run.await.gql()
+    }
+
+    /// The audit log, newest first. Owners read their space's (`knowledgeSpaceId`);
+    /// operators (`KFS_OPERATOR_SUBJECTS`) read everyone's, optionally of one tenant or
+    /// space. A space the caller does not own answers NOT_FOUND (FORBIDDEN for its other
+    /// members), as for its API keys.
+    #[graphql(complexity = "first.unwrap_or(DEFAULT_PAGE).clamp(0, MAX_PAGE) as usize * child_complexity")]
+    async fn audit_events(
+        &self,
+        ctx: &Context<'_>,
+        knowledge_space_id: Option<Uuid>,
+        tenant_id: Option<String>,
+        first: Option<i32>,
+        after: Option<String>,
+    ) -> async_graphql::Result<Connection<String, AuditEvent>> {
+        let run = async {
+            let (caller, app) = (principal(ctx)?, state(ctx)?);
+            let args = PageArgs::parse(first, after)?;
+            let (tenant, space) = if app.is_operator(caller) {
+                (tenant_id, knowledge_space_id)
+            } else {
+                if tenant_id.is_some() {
+                    return Err(ApiError::bad_input("tenantId is for operators; owners name their knowledgeSpaceId"));
+                }
+                let space = knowledge_space_id
+                    .ok_or_else(|| ApiError::bad_input("knowledgeSpaceId is required (the space whose log to read)"))?;
+                access::require_role(&app.db, caller, space, entity::MemberRole::can_manage).await?;
+                (Some(caller.tenant_id.clone()), Some(space))
+            };
+            let rows = crate::store::audit::page(&app.db, tenant.as_deref(), space, args.after, args.fetch()).await?;
+            let key = |row: &entity::audit_event::Model| PageKey { at: row.created_at, id: row.id };
+            Ok::<_, ApiError>(relay::build(&args, rows, false, key, AuditEvent))
         };
         run.await.gql()
     }

@@ -225,6 +225,9 @@ async fn execute(
             return with_rate_headers(response, &checked);
         }
         request = request.data(principal).data(cost.clone());
+        if let Some(id) = crate::http::request_id::of(headers) {
+            request = request.data(id);
+        }
     }
     let span = operation_span(&mut request);
     let response = respond_with_max(media, endpoint.schema.execute(request).instrument(span).await, max_bytes);

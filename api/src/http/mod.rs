@@ -8,6 +8,7 @@ mod json_size;
 mod media;
 mod metrics;
 pub mod ops;
+pub mod request_id;
 mod ws;
 
 pub use error_codes::ErrorCodes;

@@ -4,6 +4,7 @@
 
 pub mod answer_traces;
 pub mod api_keys;
+pub mod audit;
 pub mod constraint;
 pub mod documents;
 pub mod members;

@@ -3,10 +3,12 @@
 
 pub mod answer_trace;
 pub mod api_key;
+pub mod audit_event;
 pub mod knowledge_document;
 pub mod knowledge_passage;
 pub mod knowledge_passage_embedding;
 pub mod knowledge_space;
+pub mod knowledge_space_deletion;
 pub mod member;
 pub mod permission_snapshot;
 pub mod research_task_answer_draft;

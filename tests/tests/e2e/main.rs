@@ -15,7 +15,9 @@ mod api_rate_limits;
 mod api_schema;
 mod api_subscriptions;
 mod api_support;
+mod audit;
 mod constraints;
+mod deleting;
 mod graphiql_browser;
 mod hostile_documents;
 mod hostile_fuzz;
@@ -56,7 +58,9 @@ fn main() -> ExitCode {
         api_rate_limits::tests(),
         api_limits::tests(),
         api_subscriptions::tests(),
+        audit::tests(),
         constraints::tests(),
+        deleting::tests(),
         graphiql_browser::tests(),
         hostile_documents::tests(),
         hostile_fuzz::tests(),

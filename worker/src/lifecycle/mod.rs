@@ -15,6 +15,7 @@ pub mod delivery;
 #[cfg(not(feature = "test-support"))]
 pub(crate) mod delivery;
 mod draft;
+mod erase;
 mod error;
 mod fair;
 mod journal;
@@ -27,6 +28,10 @@ pub use claim::{Caps, Claim, Fairness, Pair, claim_due, claim_fairly};
 pub use commands::{TaskRef, cancel, pause, resume};
 pub use create::{Created, NewTask, create};
 pub use draft::write_answer_draft;
+pub use erase::{
+    Erased, begin_space_deletion, delete_answer_trace, delete_task, finish_pending_deletions, finish_space_deletion,
+    tenant_spaces,
+};
 pub use error::LifecycleError;
 pub use journal::{append_partial_result, append_progress_event};
 pub use lease::{

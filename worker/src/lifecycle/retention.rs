@@ -3,8 +3,8 @@
 //! off them (events, partial results, outbox rows, the answer draft, the trace context, webhook deliveries
 //! and their attempts go by cascade). Answer traces are kept, unlinked from the task (the
 //! foreign key sets null), unless `answer_traces` asks to prune them too. Unfinished tasks
-//! are never touched, however old.
-use entity::{Stage, answer_trace, research_task_job as job};
+//! are never touched, however old. Audit events older than `days` go too.
+use entity::{Stage, answer_trace, audit_event, research_task_job as job};
 use sea_orm::{ColumnTrait, DatabaseConnection, DbErr, EntityTrait, Iterable, QueryFilter, QueryOrder, QuerySelect};
 use uuid::Uuid;
 
@@ -17,6 +17,8 @@ pub struct Pruned {
     pub tasks: u64,
     /// Answer traces.
     pub answer_traces: u64,
+    /// Audit events.
+    pub audit_events: u64,
 }
 
 /// Milliseconds in a day.
@@ -67,7 +69,30 @@ pub async fn prune(
         txn.commit().await?;
         pruned.tasks += tasks.rows_affected;
     }
+    pruned.audit_events = prune_audit_events(db, cutoff, batch).await?;
     metrics::counter!("retention_pruned_total", "table" => "research_task_jobs").increment(pruned.tasks);
+    metrics::counter!("retention_pruned_total", "table" => "audit_events").increment(pruned.audit_events);
     metrics::counter!("retention_pruned_total", "table" => "answer_traces").increment(pruned.answer_traces);
     Ok(pruned)
+}
+
+/// Deletes audit events older than `cutoff`, `batch` per statement: the audit log keeps
+/// what the retention settings keep, and no more.
+async fn prune_audit_events(db: &DatabaseConnection, cutoff: i64, batch: u64) -> Result<u64, DbErr> {
+    let mut pruned = 0;
+    loop {
+        let ids: Vec<Uuid> = audit_event::Entity::find()
+            .select_only()
+            .column(audit_event::Column::Id)
+            .filter(audit_event::Column::CreatedAt.lt(cutoff))
+            .limit(batch.max(1))
+            .into_tuple()
+            .all(db)
+            .await?;
+        if ids.is_empty() {
+            return Ok(pruned);
+        }
+        pruned +=
+            audit_event::Entity::delete_many().filter(audit_event::Column::Id.is_in(ids)).exec(db).await?.rows_affected;
+    }
 }

@@ -7,10 +7,11 @@ use worker::db::begin_write;
 use crate::auth::Principal;
 use crate::error::{ApiError, IntoGql};
 use crate::graphql::access::require_role;
-use crate::graphql::context::{principal, state};
+use crate::graphql::context::{actor, principal, state};
 use crate::graphql::limits::{self, MAX_NAME_CHARS};
 use crate::graphql::types::{ApiKey, CreateApiKeyInput, CreatedApiKey};
 use crate::store::api_keys;
+use crate::store::audit::{self, action};
 
 /// API key mutations.
 #[derive(Default)]
@@ -38,6 +39,7 @@ impl KeyMutation {
             };
             let txn = begin_write(db).await?;
             let (key, secret) = api_keys::create(&txn, new).await?;
+            audit::record(&txn, actor(ctx)?, key_entry(&key, action::API_KEY_CREATED), entity::now_millis()).await?;
             txn.commit().await?;
             Ok(CreatedApiKey::new(key, &secret))
         };
@@ -55,6 +57,7 @@ impl KeyMutation {
                 return Err(ApiError::conflict("a revoked API key cannot be rotated"));
             }
             let (key, secret) = api_keys::rotate(&txn, key).await?;
+            audit::record(&txn, actor(ctx)?, key_entry(&key, action::API_KEY_ROTATED), entity::now_millis()).await?;
             txn.commit().await?;
             // Grants of the old revision just died: followed tasks re-check now, not at
             // their next poll. (Other processes notice at theirs.)
@@ -71,6 +74,7 @@ impl KeyMutation {
             let txn = begin_write(db).await?;
             let key = managed_key(&txn, caller, id).await?;
             let key = api_keys::revoke(&txn, key).await?;
+            audit::record(&txn, actor(ctx)?, key_entry(&key, action::API_KEY_REVOKED), entity::now_millis()).await?;
             txn.commit().await?;
             state(ctx)?.live.recheck_grants();
             Ok(ApiKey(key))
@@ -91,5 +95,17 @@ async fn managed_key(
         Ok(_) => Ok(key),
         Err(ApiError::Forbidden) => Err(ApiError::NotFound),
         Err(other) => Err(other),
+    }
+}
+
+/// The audit entry of an action on `key`: its id, name and revision, never its secret.
+fn key_entry<'a>(key: &'a api_key::Model, action: &'static str) -> audit::Entry<'a> {
+    audit::Entry {
+        tenant_id: &key.tenant_id,
+        knowledge_space_id: Some(key.knowledge_space_id),
+        action,
+        target_type: "api_key",
+        target_id: Some(key.id.to_string()),
+        details: serde_json::json!({ "name": key.name, "revision": key.revision }),
     }
 }

@@ -1,5 +1,6 @@
 //! The Mutation root, merged from one object per concern so each file stays small.
 
+mod deletes;
 mod documents;
 mod keys;
 mod spaces;
@@ -17,4 +18,5 @@ pub struct MutationRoot(
     keys::KeyMutation,
     tasks::TaskMutation,
     webhooks::WebhookMutation,
+    deletes::DeleteMutation,
 );

@@ -1,16 +1,18 @@
 //! Mutations on spaces and their members.
 use async_graphql::{Context, Object};
-use entity::MemberRole;
+use entity::{MemberRole, member};
+use serde_json::{Value, json};
 use uuid::Uuid;
 use worker::db::begin_write;
 
 use crate::error::{ApiError, IntoGql};
 use crate::graphql::access::require_role;
-use crate::graphql::context::{principal, state};
+use crate::graphql::context::{actor, principal, state};
 use crate::graphql::limits::{self, MAX_NAME_CHARS};
 use crate::graphql::types::{
     AddKnowledgeSpaceMemberInput, CreateKnowledgeSpaceInput, KnowledgeSpace, KnowledgeSpaceMember,
 };
+use crate::store::audit::{self, action};
 use crate::store::{members, spaces};
 
 /// Space and member mutations.
@@ -33,6 +35,15 @@ impl SpaceMutation {
             limits::text("name", &input.name, MAX_NAME_CHARS)?;
             let txn = begin_write(db).await?;
             let (space, _) = spaces::create(&txn, &caller.tenant_id, &input.name, &caller.subject_id).await?;
+            let entry = audit::Entry {
+                tenant_id: &space.tenant_id,
+                knowledge_space_id: Some(space.id),
+                action: action::SPACE_CREATED,
+                target_type: "knowledge_space",
+                target_id: Some(space.id.to_string()),
+                details: json!({}),
+            };
+            audit::record(&txn, actor(ctx)?, entry, space.created_at).await?;
             txn.commit().await?;
             Ok(KnowledgeSpace { space, viewer_role: Some(MemberRole::Owner) })
         };
@@ -53,10 +64,18 @@ impl SpaceMutation {
             let role = MemberRole::from(input.role);
             let txn = begin_write(db).await?;
             let current = members::find_active(&txn, &caller.tenant_id, space_id, &input.subject_id).await?;
-            if current.is_some_and(|member| member.role == MemberRole::Owner) && role != MemberRole::Owner {
+            if current.as_ref().is_some_and(|member| member.role == MemberRole::Owner) && role != MemberRole::Owner {
                 keep_an_owner(&txn, &caller.tenant_id, space_id).await?;
             }
             let member = members::upsert(&txn, &caller.tenant_id, space_id, &input.subject_id, role).await?;
+            let (action, details) = match current {
+                Some(before) => (
+                    action::MEMBER_CHANGED,
+                    json!({ "from": before.role, "to": member.role, "revision": member.revision }),
+                ),
+                None => (action::MEMBER_ADDED, json!({ "role": member.role, "revision": member.revision })),
+            };
+            audit::record(&txn, actor(ctx)?, member_entry(&member, action, details), member.updated_at).await?;
             txn.commit().await?;
             // A role change bumps the membership revision, which ends the grants issued
             // under the old one: followed tasks re-check now.
@@ -86,7 +105,15 @@ impl SpaceMutation {
             if member.role == MemberRole::Owner {
                 keep_an_owner(&txn, &caller.tenant_id, knowledge_space_id).await?;
             }
-            members::remove(&txn, member).await?;
+            let removed = members::remove(&txn, member).await?;
+            let details = json!({ "role": removed.role, "revision": removed.revision });
+            audit::record(
+                &txn,
+                actor(ctx)?,
+                member_entry(&removed, action::MEMBER_REMOVED, details),
+                removed.updated_at,
+            )
+            .await?;
             txn.commit().await?;
             // The member's grants just died: followed tasks re-check now.
             state(ctx)?.live.recheck_grants();
@@ -102,4 +129,16 @@ async fn keep_an_owner(txn: &sea_orm::DatabaseTransaction, tenant_id: &str, spac
         return Err(ApiError::conflict("a knowledge space must keep at least one owner"));
     }
     Ok(())
+}
+
+/// The audit entry of an action on a membership; the target is the member's subject.
+fn member_entry<'a>(member: &'a member::Model, action: &'static str, details: Value) -> audit::Entry<'a> {
+    audit::Entry {
+        tenant_id: &member.tenant_id,
+        knowledge_space_id: Some(member.knowledge_space_id),
+        action,
+        target_type: "member",
+        target_id: Some(member.subject_id.clone()),
+        details,
+    }
 }

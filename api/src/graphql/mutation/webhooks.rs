@@ -4,12 +4,14 @@
 use async_graphql::{Context, Object};
 use entity::now_millis;
 use uuid::Uuid;
+use worker::db::begin_write;
 
 use crate::error::{ApiError, IntoGql};
 use crate::graphql::access::{owned_endpoint, space_access};
-use crate::graphql::context::{principal, state};
+use crate::graphql::context::{actor, principal, state};
 use crate::graphql::limits;
 use crate::graphql::types::{CreateWebhookEndpointInput, CreatedWebhookEndpoint, WebhookDelivery, WebhookEndpoint};
+use crate::store::audit::{self, action};
 use crate::store::webhooks::{self, NewEndpoint};
 
 /// The longest endpoint URL accepted.
@@ -52,7 +54,11 @@ impl WebhookMutation {
                 events,
                 secret: secret.clone(),
             };
-            let endpoint = webhooks::create(&app.db, new, now_millis()).await?;
+            let now = now_millis();
+            let txn = begin_write(&app.db).await?;
+            let endpoint = webhooks::create(&txn, new, now).await?;
+            audit::record(&txn, actor(ctx)?, endpoint_entry(&endpoint, action::WEBHOOK_CREATED), now).await?;
+            txn.commit().await?;
             Ok(CreatedWebhookEndpoint { endpoint: WebhookEndpoint(endpoint), secret })
         };
         run.await.gql()
@@ -69,7 +75,11 @@ impl WebhookMutation {
             let (caller, app) = (principal(ctx)?, state(ctx)?);
             let current = owned_endpoint(&app.db, caller, id).await?;
             let secret = worker::webhooks::new_secret();
-            let endpoint = webhooks::update(&app.db, current, Some(secret.clone()), false, now_millis()).await?;
+            let now = now_millis();
+            let txn = begin_write(&app.db).await?;
+            let endpoint = webhooks::update(&txn, current, Some(secret.clone()), false, now).await?;
+            audit::record(&txn, actor(ctx)?, endpoint_entry(&endpoint, action::WEBHOOK_SECRET_ROTATED), now).await?;
+            txn.commit().await?;
             Ok(CreatedWebhookEndpoint { endpoint: WebhookEndpoint(endpoint), secret })
         };
         run.await.gql()
@@ -80,7 +90,12 @@ impl WebhookMutation {
         let run = async {
             let (caller, app) = (principal(ctx)?, state(ctx)?);
             let current = owned_endpoint(&app.db, caller, id).await?;
-            Ok(WebhookEndpoint(webhooks::update(&app.db, current, None, true, now_millis()).await?))
+            let now = now_millis();
+            let txn = begin_write(&app.db).await?;
+            let endpoint = webhooks::update(&txn, current, None, true, now).await?;
+            audit::record(&txn, actor(ctx)?, endpoint_entry(&endpoint, action::WEBHOOK_DISABLED), now).await?;
+            txn.commit().await?;
+            Ok(WebhookEndpoint(endpoint))
         };
         run.await.gql()
     }
@@ -98,5 +113,18 @@ impl WebhookMutation {
             Ok(WebhookDelivery(row))
         };
         run.await.gql()
+    }
+}
+
+/// The audit entry of an action on `endpoint`: its id and events, never its URL (which
+/// may carry a token) or its secret.
+fn endpoint_entry<'a>(endpoint: &'a entity::webhook_endpoint::Model, action: &'static str) -> audit::Entry<'a> {
+    audit::Entry {
+        tenant_id: &endpoint.tenant_id,
+        knowledge_space_id: Some(endpoint.knowledge_space_id),
+        action,
+        target_type: "webhook_endpoint",
+        target_id: Some(endpoint.id.to_string()),
+        details: serde_json::json!({ "events": endpoint.events }),
     }
 }

@@ -1,6 +1,7 @@
 //! GraphQL object and input types, each mapped from an entity model it wraps.
 
 mod api_key;
+mod audit;
 mod document;
 mod inputs;
 mod journal;
@@ -11,6 +12,7 @@ mod viewer;
 mod webhook;
 
 pub use api_key::{ApiKey, CreatedApiKey};
+pub use audit::{AuditEvent, ErasedCounts};
 pub use document::KnowledgeDocument;
 pub use inputs::{
     AddKnowledgeDocumentInput, AddKnowledgeSpaceMemberInput, CreateApiKeyInput, CreateKnowledgeSpaceInput,

@@ -18,6 +18,7 @@ use uuid::Uuid;
 
 use crate::auth::authenticate;
 use crate::state::AppState;
+use crate::store::audit;
 use crate::store::ops;
 
 /// How often the stream sends a snapshot.
@@ -52,12 +53,10 @@ fn secure(response: &mut Response, headers: &HeaderMap) {
 
 /// The operator's credential expiry (`Some(None)`: none), or `None` when the request
 /// carries no operator's credential.
-async fn operator(state: &AppState, headers: &HeaderMap) -> Option<Option<i64>> {
+async fn operator(state: &AppState, headers: &HeaderMap) -> Option<crate::auth::Principal> {
     let authorization = headers.get(header::AUTHORIZATION).and_then(|value| value.to_str().ok());
     match authenticate(state, authorization).await {
-        Ok(Some(principal)) if state.settings.operator_subjects.iter().any(|entry| principal.is_named_by(entry)) => {
-            Some(principal.expires_at)
-        }
+        Ok(Some(principal)) if state.is_operator(&principal) => Some(principal),
         _ => None,
     }
 }
@@ -68,7 +67,7 @@ fn not_found() -> Response {
 
 /// `GET /ops/stream`: a snapshot every two seconds, as server-sent events.
 pub async fn stream(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    let Some(expires_at) = operator(&state, &headers).await else {
+    let Some(expires_at) = operator(&state, &headers).await.map(|principal| principal.expires_at) else {
         return not_found();
     };
     // The stream ends when the token does: what it authorized was reading until then.
@@ -101,11 +100,27 @@ pub async fn stream(State(state): State<AppState>, headers: HeaderMap) -> Respon
 
 /// `POST /ops/outbox/{id}/redeliver`: makes a dead outbox row pending again.
 pub async fn redeliver(State(state): State<AppState>, headers: HeaderMap, Path(id): Path<Uuid>) -> Response {
-    if operator(&state, &headers).await.is_none() {
+    let Some(principal) = operator(&state, &headers).await else {
         return not_found();
-    }
-    match worker::lifecycle::redeliver_outbox(&state.db, &state.notifier, id, entity::now_millis()).await {
-        Ok(true) => axum::Json(json!({ "redelivered": true })).into_response(),
+    };
+    let now = entity::now_millis();
+    match worker::lifecycle::redeliver_outbox(&state.db, &state.notifier, id, now).await {
+        Ok(true) => {
+            let request_id = crate::http::request_id::of(&headers);
+            let actor = audit::Actor { principal: &principal, request_id: request_id.as_ref() };
+            let entry = audit::Entry {
+                tenant_id: &principal.tenant_id,
+                knowledge_space_id: None,
+                action: audit::action::OUTBOX_REDELIVERED,
+                target_type: "research_task_outbox",
+                target_id: Some(id.to_string()),
+                details: json!({}),
+            };
+            if let Err(error) = audit::record(&state.db, actor, entry, now).await {
+                tracing::error!(error = %error, "recording an operator's redelivery in the audit log failed");
+            }
+            axum::Json(json!({ "redelivered": true })).into_response()
+        }
         Ok(false) => not_found(),
         Err(error) => {
             tracing::error!(error = %error, "redelivering an outbox row failed");

@@ -144,6 +144,7 @@ pub async fn serve(
     endpoint: GraphqlEndpoint,
     limits: ConnectionLimits,
     shutdown: CancellationToken,
+    request_id: Option<crate::http::request_id::RequestId>,
 ) {
     let _counted = crate::http::Counted::new("websocket_connections", "");
     let (sink, mut stream) = socket.split();
@@ -265,7 +266,7 @@ pub async fn serve(
                             }
                             continue;
                         }
-                        operations.insert(id.clone(), operation(&endpoint, principal, id, *request));
+                        operations.insert(id.clone(), operation(&endpoint, principal, id, *request, request_id.clone()));
                     }
                 }
             }
@@ -434,10 +435,14 @@ fn operation(
     principal: Option<Principal>,
     id: String,
     request: async_graphql::Request,
+    request_id: Option<crate::http::request_id::RequestId>,
 ) -> BoxStream<'static, Outgoing> {
     let mut request = request;
     if let Some(principal) = principal {
         request = request.data(principal);
+    }
+    if let Some(request_id) = request_id {
+        request = request.data(request_id);
     }
     let schema = endpoint.schema.clone();
     let prepared = async move { guard::prepare(request).await };

@@ -41,7 +41,13 @@ pub struct WsEndpoint {
 }
 
 /// Upgrades the connection, or answers 503 when the process holds its limit already.
-pub async fn graphql_ws(State(endpoint): State<WsEndpoint>, upgrade: WebSocketUpgrade) -> Response {
+pub async fn graphql_ws(
+    State(endpoint): State<WsEndpoint>,
+    headers: axum::http::HeaderMap,
+    upgrade: WebSocketUpgrade,
+) -> Response {
+    // The upgrade's id stands for every operation of the connection.
+    let request_id = crate::http::request_id::of(&headers);
     let Ok(permit) = endpoint.connections.clone().try_acquire_owned() else {
         return (StatusCode::SERVICE_UNAVAILABLE, "too many WebSocket connections").into_response();
     };
@@ -64,7 +70,7 @@ pub async fn graphql_ws(State(endpoint): State<WsEndpoint>, upgrade: WebSocketUp
             // A child of the upgrade request's span, so a `traceparent` sent with the
             // upgrade makes the connection's operations part of the caller's trace.
             let span = tracing::info_span!(parent: &upgrade_span, "websocket", connection.id = %uuid::Uuid::new_v4(), protocol = ?protocol);
-            connection::serve(socket, protocol, endpoint.graphql, endpoint.limits, endpoint.shutdown)
+            connection::serve(socket, protocol, endpoint.graphql, endpoint.limits, endpoint.shutdown, request_id)
                 .instrument(span)
                 .await;
             drop(permit);

@@ -1,0 +1,135 @@
+//! The audit log: one append-only row per security-relevant action, written in the
+//! transaction of the action itself, so an action is recorded exactly when it happened.
+//! Rows name who (subject, channel, API key, identity provider), what, on which thing and
+//! from which request; never a secret and never task content.
+use entity::audit_event as event;
+use sea_orm::{
+    ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
+};
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::{PageKey, before};
+use crate::auth::Principal;
+use crate::http::request_id::RequestId;
+
+/// The actions recorded, as stored and as `AuditEvent.action` shows them.
+pub mod action {
+    /// An API key was minted.
+    pub const API_KEY_CREATED: &str = "api_key.created";
+    /// An API key got a new secret (and revision).
+    pub const API_KEY_ROTATED: &str = "api_key.rotated";
+    /// An API key was revoked.
+    pub const API_KEY_REVOKED: &str = "api_key.revoked";
+    /// A subject became a member (or a removed one came back).
+    pub const MEMBER_ADDED: &str = "member.added";
+    /// A member's role changed.
+    pub const MEMBER_CHANGED: &str = "member.changed";
+    /// A member was removed.
+    pub const MEMBER_REMOVED: &str = "member.removed";
+    /// A space was created.
+    pub const SPACE_CREATED: &str = "knowledge_space.created";
+    /// A space and everything in it were deleted.
+    pub const SPACE_DELETED: &str = "knowledge_space.deleted";
+    /// A research task was deleted by its owner.
+    pub const TASK_DELETED: &str = "research_task.deleted";
+    /// An answer trace was deleted by its owner.
+    pub const TRACE_DELETED: &str = "answer_trace.deleted";
+    /// A webhook endpoint was registered.
+    pub const WEBHOOK_CREATED: &str = "webhook_endpoint.created";
+    /// A webhook endpoint's signing secret was replaced.
+    pub const WEBHOOK_SECRET_ROTATED: &str = "webhook_endpoint.secret_rotated";
+    /// A webhook endpoint was disabled.
+    pub const WEBHOOK_DISABLED: &str = "webhook_endpoint.disabled";
+    /// An operator erased a tenant.
+    pub const TENANT_ERASED: &str = "tenant.erased";
+    /// An operator made a dead outbox row pending again.
+    pub const OUTBOX_REDELIVERED: &str = "outbox.redelivered";
+}
+
+/// Who acts, and from which request.
+#[derive(Debug, Clone, Copy)]
+pub struct Actor<'a> {
+    /// The authenticated caller.
+    pub principal: &'a Principal,
+    /// The request's id.
+    pub request_id: Option<&'a RequestId>,
+}
+
+/// What is recorded about one action.
+#[derive(Debug, Clone)]
+pub struct Entry<'a> {
+    /// The tenant whose data it concerns.
+    pub tenant_id: &'a str,
+    /// The space it concerns, if one.
+    pub knowledge_space_id: Option<Uuid>,
+    /// One of [`action`].
+    pub action: &'static str,
+    /// The kind of thing acted on.
+    pub target_type: &'static str,
+    /// Its id.
+    pub target_id: Option<String>,
+    /// Anything else worth knowing; never a secret or content.
+    pub details: Value,
+}
+
+/// Appends `entry`, done by `actor`, at `now`.
+pub async fn record<C: ConnectionTrait>(conn: &C, actor: Actor<'_>, entry: Entry<'_>, now: i64) -> Result<(), DbErr> {
+    let caller = actor.principal;
+    let row = event::ActiveModel {
+        id: Set(Uuid::now_v7()),
+        tenant_id: Set(entry.tenant_id.to_owned()),
+        knowledge_space_id: Set(entry.knowledge_space_id),
+        action: Set(entry.action.to_owned()),
+        actor_subject_id: Set(caller.subject_id.clone()),
+        actor_channel: Set(caller.channel),
+        actor_api_key_id: Set(caller.api_key.as_ref().map(|key| key.key_id)),
+        actor_issuer: Set(caller.issuer.clone()),
+        request_id: Set(actor.request_id.map(|id| id.0.clone())),
+        target_type: Set(entry.target_type.to_owned()),
+        target_id: Set(entry.target_id),
+        details: Set(entry.details),
+        created_at: Set(now),
+    };
+    event::Entity::insert(row).exec_without_returning(conn).await.map(drop)
+}
+
+/// A newest-first page of events, of one tenant and one space when they are given.
+pub async fn page<C: ConnectionTrait>(
+    conn: &C,
+    tenant_id: Option<&str>,
+    knowledge_space_id: Option<Uuid>,
+    after: Option<PageKey>,
+    limit: u64,
+) -> Result<Vec<event::Model>, DbErr> {
+    let mut query = event::Entity::find();
+    if let Some(space) = knowledge_space_id {
+        query = query.filter(event::Column::KnowledgeSpaceId.eq(space));
+    }
+    if let Some(tenant) = tenant_id {
+        query = query.filter(event::Column::TenantId.eq(tenant));
+    }
+    if let Some(key) = after {
+        query = query.filter(before(event::Column::CreatedAt, event::Column::Id, key));
+    }
+    query.order_by_desc(event::Column::CreatedAt).order_by_desc(event::Column::Id).limit(limit).all(conn).await
+}
+
+/// Deletes every event of `tenant_id` (erasing the tenant); returns how many.
+pub async fn erase_tenant<C: ConnectionTrait>(conn: &C, tenant_id: &str) -> Result<u64, DbErr> {
+    let mut erased = 0;
+    loop {
+        let ids: Vec<Uuid> = event::Entity::find()
+            .select_only()
+            .column(event::Column::Id)
+            .filter(event::Column::TenantId.eq(tenant_id))
+            .limit(500)
+            .into_tuple()
+            .all(conn)
+            .await?;
+        if ids.is_empty() {
+            return Ok(erased);
+        }
+        erased += event::Entity::delete_many().filter(event::Column::Id.is_in(ids)).exec(conn).await?.rows_affected;
+    }
+}

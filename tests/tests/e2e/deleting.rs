@@ -1,0 +1,346 @@
+//! Deleting through the API, on both databases: a task (running ones fenced, live
+//! subscriptions ended), an answer trace, a whole space (in batches, finished by the
+//! worker loop when the request that began it stopped half-way) and a tenant; after each,
+//! nothing of it is readable, left in any table, streamed or delivered by webhook.
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::{Context as _, ensure};
+use entity::{
+    answer_trace, api_key, audit_event, knowledge_document, knowledge_passage, knowledge_space, member,
+    permission_snapshot, research_task_answer_draft, research_task_job as job, research_task_outbox as outbox,
+    research_task_partial_result, research_task_progress_event, webhook_delivery, webhook_endpoint,
+};
+use kfs_tests::webhook_receiver::WebhookReceiver;
+use kfs_tests::ws::WsClient;
+use kfs_tests::{DbTest, TestDb, db_tests, ensure_eq};
+use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::api_support::{Api, READ_TASK, string_at};
+use crate::live_support::{PROGRESS, api_with};
+
+pub fn tests() -> Vec<DbTest> {
+    db_tests![
+        deleting_a_task_removes_every_row_of_it_fences_its_worker_and_ends_its_subscriptions,
+        deleting_a_space_removes_everything_in_it_and_ends_access_at_once,
+        an_interrupted_space_deletion_is_finished_by_the_worker_loop,
+        erasing_a_tenant_removes_its_rows_and_nothing_of_another_tenant,
+    ]
+}
+
+const DELETE_TASK: &str = "mutation($id: UUID!) { deleteResearchTask(id: $id) }";
+const DELETE_TRACE: &str = "mutation($id: UUID!) { deleteAnswerTrace(id: $id) }";
+const DELETE_SPACE: &str = "mutation($id: UUID!) { deleteKnowledgeSpace(id: $id) { knowledgeSpaces researchTasks answerTraces documents permissionSnapshots members apiKeys webhookEndpoints } }";
+const ERASE: &str = "mutation($tenant: String!) { eraseTenant(tenantId: $tenant) { knowledgeSpaces researchTasks answerTraces documents permissionSnapshots members apiKeys webhookEndpoints auditEvents } }";
+const TRACE_OF: &str = "query($id: UUID!) { researchTask(id: $id) { stage answerTrace { id } } }";
+const READ_TRACE: &str = "query($id: UUID!) { answerTrace(id: $id) { id } }";
+const ADD_DOCUMENT: &str =
+    "mutation($input: AddKnowledgeDocumentInput!) { addKnowledgeDocument(input: $input) { id } }";
+const CREATE_ENDPOINT: &str =
+    "mutation($input: CreateWebhookEndpointInput!) { createWebhookEndpoint(input: $input) { endpoint { id } } }";
+
+/// A server with the embedded worker (tasks complete), webhooks allowed to loopback, and
+/// `ops-admin` as its operator.
+async fn api(db: &TestDb) -> anyhow::Result<Api> {
+    api_with(db, |settings| {
+        settings.embedded_worker = true;
+        settings.worker.poll_interval_ms = 100;
+        settings.worker.webhooks.allow_private = true;
+        settings.worker.webhooks.retry_base_ms = 50;
+        settings.operator_subjects = vec!["ops-admin".to_owned()];
+    })
+    .await
+}
+
+/// How many rows of `tenant` each table holds (the outbox, which has no tenant column,
+/// counted through `tasks`).
+async fn rows_of(db: &DatabaseConnection, tenant: &str, tasks: &[Uuid]) -> anyhow::Result<BTreeMap<&'static str, u64>> {
+    macro_rules! count {
+        ($entity:ident) => {
+            $entity::Entity::find().filter($entity::Column::TenantId.eq(tenant)).count(db).await?
+        };
+    }
+    Ok(BTreeMap::from([
+        ("knowledge_spaces", count!(knowledge_space)),
+        ("members", count!(member)),
+        ("api_keys", count!(api_key)),
+        ("permission_snapshots", count!(permission_snapshot)),
+        ("answer_traces", count!(answer_trace)),
+        ("documents", count!(knowledge_document)),
+        ("passages", count!(knowledge_passage)),
+        ("research_task_jobs", count!(job)),
+        ("progress_events", count!(research_task_progress_event)),
+        ("partial_results", count!(research_task_partial_result)),
+        ("answer_drafts", count!(research_task_answer_draft)),
+        ("webhook_endpoints", count!(webhook_endpoint)),
+        ("webhook_deliveries", count!(webhook_delivery)),
+        (
+            "outbox",
+            outbox::Entity::find().filter(outbox::Column::ResearchTaskJobId.is_in(tasks.to_vec())).count(db).await?,
+        ),
+    ]))
+}
+
+fn only_zeros(rows: &BTreeMap<&'static str, u64>) -> bool {
+    rows.values().all(|count| *count == 0)
+}
+
+/// A space of `owner` holding two documents; returns its id.
+async fn space_with_documents(api: &Api, owner: &str) -> anyhow::Result<String> {
+    let space = api.space(owner).await?;
+    for (title, content) in crate::worker_support::DOCUMENTS.iter().take(2) {
+        let input = json!({ "knowledgeSpaceId": space, "title": title, "content": content });
+        api.data(Some(&api.token(owner)), ADD_DOCUMENT, json!({ "input": input })).await?;
+    }
+    Ok(space)
+}
+
+/// Creates a task as `bearer` and waits until it completed; returns its id and trace id.
+async fn completed_task(api: &Api, bearer: &str, space: &str) -> anyhow::Result<(String, String)> {
+    let task = string_at(&api.task(bearer, space).await?, "/id")?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let data = api.data(Some(bearer), TRACE_OF, json!({ "id": task })).await?;
+        if data["researchTask"]["stage"] == "COMPLETED" {
+            return Ok((task, string_at(&data, "/researchTask/answerTrace/id")?));
+        }
+        ensure!(tokio::time::Instant::now() < deadline, "task {task} did not complete: {data}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn deleting_a_task_removes_every_row_of_it_fences_its_worker_and_ends_its_subscriptions(
+    db: TestDb,
+) -> anyhow::Result<()> {
+    let api = api(&db).await?;
+    let (alice, bob) = (api.token("alice"), api.token("bob"));
+    let space = space_with_documents(&api, "alice").await?;
+    api.member("alice", &space, "bob", "EDITOR").await?;
+    let (done, trace) = completed_task(&api, &alice, &space).await?;
+    let done_id: Uuid = done.parse()?;
+
+    // Nobody but its owner can delete it; to them it does not exist.
+    ensure_eq!(api.code(Some(&bob), DELETE_TASK, json!({ "id": done })).await?, "NOT_FOUND");
+    ensure_eq!(api.code(Some(&bob), DELETE_TRACE, json!({ "id": trace })).await?, "NOT_FOUND");
+    ensure!(rows_of(&db.db, &api.tenant, &[done_id]).await?["progress_events"] > 0, "the task wrote events");
+
+    ensure_eq!(api.data(Some(&alice), DELETE_TASK, json!({ "id": done })).await?["deleteResearchTask"], json!(true));
+    ensure_eq!(api.data(Some(&alice), READ_TASK, json!({ "id": done })).await?["researchTask"], Value::Null);
+    ensure_eq!(api.data(Some(&alice), READ_TRACE, json!({ "id": trace })).await?["answerTrace"], Value::Null);
+    ensure_eq!(api.code(Some(&alice), DELETE_TASK, json!({ "id": done })).await?, "NOT_FOUND", "deleting twice");
+    for table in
+        ["research_task_jobs", "progress_events", "partial_results", "answer_drafts", "answer_traces", "outbox"]
+    {
+        let left = job_rows(&db.db, done_id, table).await?;
+        ensure_eq!(left, 0, "{table} still holds rows of the deleted task");
+    }
+
+    // A running task: its lease holder is fenced out, and a live subscription completes.
+    let running = string_at(&api.task(&alice, &space).await?, "/id")?;
+    let running_id: Uuid = running.parse()?;
+    let mut socket = WsClient::connect_and_init(&api.server.ws_url(), Some(&alice)).await?;
+    socket.subscribe("feed", PROGRESS, json!({ "task": running, "after": 0 })).await?;
+    // Take the task from under the embedded worker's nose: a ghost claims it first (the
+    // embedded worker may already have it, in which case it is the one fenced).
+    let state = &api.server.server.state;
+    let ghost =
+        worker::lifecycle::claim_due(&state.db, &state.notifier, "ghost", 60_000, 10, entity::now_millis()).await?;
+    ensure_eq!(api.data(Some(&alice), DELETE_TASK, json!({ "id": running })).await?["deleteResearchTask"], json!(true));
+    let ended = tokio::time::timeout(Duration::from_secs(10), socket.collect("feed")).await;
+    ensure!(matches!(ended, Ok(Ok(_))), "the subscription did not end with the task: {ended:?}");
+    for claimed in ghost.iter().filter(|claimed| claimed.job.id == running_id) {
+        let fenced = worker::lifecycle::heartbeat(&state.db, &claimed.lease, 60_000, entity::now_millis()).await;
+        ensure!(matches!(fenced, Err(worker::lifecycle::LifecycleError::LeaseLost)), "{fenced:?}");
+    }
+    ensure_eq!(job_rows(&db.db, running_id, "research_task_jobs").await?, 0);
+    // Nothing of it comes back: no worker re-creates a row, no event arrives.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    ensure_eq!(job_rows(&db.db, running_id, "progress_events").await?, 0);
+    api.stop().await;
+    Ok(())
+}
+
+/// Rows of one task in `table`.
+async fn job_rows(db: &DatabaseConnection, task: Uuid, table: &str) -> anyhow::Result<u64> {
+    Ok(match table {
+        "research_task_jobs" => job::Entity::find_by_id(task).count(db).await?,
+        "progress_events" => {
+            research_task_progress_event::Entity::find()
+                .filter(research_task_progress_event::Column::ResearchTaskJobId.eq(task))
+                .count(db)
+                .await?
+        }
+        "partial_results" => {
+            research_task_partial_result::Entity::find()
+                .filter(research_task_partial_result::Column::ResearchTaskJobId.eq(task))
+                .count(db)
+                .await?
+        }
+        "answer_drafts" => research_task_answer_draft::Entity::find_by_id(task).count(db).await?,
+        "answer_traces" => {
+            answer_trace::Entity::find().filter(answer_trace::Column::ResearchTaskId.eq(task)).count(db).await?
+        }
+        "outbox" => outbox::Entity::find().filter(outbox::Column::ResearchTaskJobId.eq(task)).count(db).await?,
+        other => anyhow::bail!("no table {other}"),
+    })
+}
+
+async fn deleting_a_space_removes_everything_in_it_and_ends_access_at_once(db: TestDb) -> anyhow::Result<()> {
+    let api = api(&db).await?;
+    let receiver = WebhookReceiver::start().await?;
+    let (alice, bob) = (api.token("alice"), api.token("bob"));
+    let space = space_with_documents(&api, "alice").await?;
+    api.member("alice", &space, "bob", "VIEWER").await?;
+    let (_, key) = api.key("alice", &space).await?;
+    let input = json!({ "knowledgeSpaceId": space, "url": receiver.url(), "events": ["STAGE_CHANGED", "PAUSED"] });
+    api.data(Some(&alice), CREATE_ENDPOINT, json!({ "input": input })).await?;
+    let (done, _) = completed_task(&api, &alice, &space).await?;
+    let (keyed, _) = completed_task(&api, &key, &space).await?;
+    // A task held paused, with a live subscriber.
+    let paused = string_at(&api.task(&alice, &space).await?, "/id")?;
+    api.data(Some(&alice), crate::api_support::PAUSE, json!({ "id": paused })).await?;
+    let mut socket = WsClient::connect_and_init(&api.server.ws_url(), Some(&alice)).await?;
+    socket.subscribe("feed", PROGRESS, json!({ "task": paused, "after": 0 })).await?;
+    let tasks: Vec<Uuid> = [&done, &keyed, &paused].iter().map(|id| id.parse()).collect::<Result<_, _>>()?;
+    let before = rows_of(&db.db, &api.tenant, &tasks).await?;
+    ensure!(before["webhook_deliveries"] > 0 && before["passages"] > 0, "the space is full: {before:?}");
+
+    // Only an owner may delete it.
+    ensure_eq!(api.code(Some(&bob), DELETE_SPACE, json!({ "id": space })).await?, "FORBIDDEN");
+    ensure_eq!(api.code(Some(&key), DELETE_SPACE, json!({ "id": space })).await?, "FORBIDDEN");
+    ensure_eq!(api.code(Some(&api.token("mallory")), DELETE_SPACE, json!({ "id": space })).await?, "NOT_FOUND");
+    let deliveries_before = receiver.received().len();
+
+    let counts = api.data(Some(&alice), DELETE_SPACE, json!({ "id": space })).await?["deleteKnowledgeSpace"].clone();
+    ensure_eq!(counts["knowledgeSpaces"], json!(1), "{counts}");
+    ensure_eq!(counts["researchTasks"], json!(3), "{counts}");
+    ensure_eq!(counts["answerTraces"], json!(2), "{counts}");
+    ensure_eq!(counts["documents"], json!(2), "{counts}");
+    ensure_eq!(counts["members"], json!(2), "{counts}");
+    ensure_eq!(counts["apiKeys"], json!(1), "{counts}");
+    ensure_eq!(counts["webhookEndpoints"], json!(1), "{counts}");
+    let after = rows_of(&db.db, &api.tenant, &tasks).await?;
+    ensure!(only_zeros(&after), "rows left behind: {after:?}");
+
+    // Every way in is closed: the subscriber's stream ended, the key is dead, the space,
+    // its tasks and its lists are gone for everyone.
+    let ended = tokio::time::timeout(Duration::from_secs(10), socket.collect("feed")).await;
+    // It ends either way a grant's end is reported (complete, or an error), never hangs.
+    ensure!(ended.is_ok(), "the live subscription outlived its space");
+    let (status, body) = api.server.post(Some(&key), "{ viewer { subjectId } }", json!({})).await?;
+    ensure_eq!(kfs_tests::server::first_error_code(&body).as_deref(), Some("UNAUTHENTICATED"), "{status} {body}");
+    let space_read =
+        api.data(Some(&alice), "query($id: UUID!) { knowledgeSpace(id: $id) { id } }", json!({ "id": space })).await?;
+    ensure_eq!(space_read["knowledgeSpace"], Value::Null);
+    for task in [&done, &keyed, &paused] {
+        ensure_eq!(api.data(Some(&alice), READ_TASK, json!({ "id": task })).await?["researchTask"], Value::Null);
+    }
+    let listed = api.data(Some(&alice), crate::api_support::LIST_TASKS, json!({ "space": space })).await?;
+    ensure_eq!(listed["researchTasks"]["edges"], json!([]), "the list of a deleted space is empty");
+    // Nothing more is delivered once the endpoint is gone.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    ensure_eq!(receiver.received().len(), deliveries_before, "a delivery went out after the space was deleted");
+    // The record of the deletion outlives the space (operators read it).
+    let log = api
+        .data(
+            Some(&api.token("ops-admin")),
+            "query($space: UUID) { auditEvents(knowledgeSpaceId: $space, first: 50) { edges { node { action actorSubjectId targetId } } } }",
+            json!({ "space": space }),
+        )
+        .await?;
+    let actions: Vec<&str> = log["auditEvents"]["edges"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|edge| edge["node"]["action"].as_str())
+        .collect();
+    ensure_eq!(actions.first().copied(), Some("knowledge_space.deleted"), "{log}");
+    ensure!(actions.contains(&"api_key.created") && actions.contains(&"knowledge_space.created"), "{actions:?}");
+    api.stop().await;
+    Ok(())
+}
+
+async fn an_interrupted_space_deletion_is_finished_by_the_worker_loop(db: TestDb) -> anyhow::Result<()> {
+    let api = Api::start(&db).await?;
+    let space = space_with_documents(&api, "alice").await?;
+    let task = string_at(&api.task(&api.token("alice"), &space).await?, "/id")?;
+    let space_id: Uuid = space.parse()?;
+    // The request began the deletion (sealed the space) and died before deleting a row.
+    let state = &api.server.server.state;
+    let txn = worker::db::begin_write(&state.db).await?;
+    worker::lifecycle::begin_space_deletion(&txn, &api.tenant, space_id, "alice", entity::now_millis()).await?;
+    txn.commit().await?;
+    // Sealed: already unreadable, though every row is still there.
+    ensure_eq!(
+        api.data(Some(&api.token("alice")), READ_TASK, json!({ "id": task })).await?["researchTask"],
+        Value::Null
+    );
+    ensure!(!only_zeros(&rows_of(&db.db, &api.tenant, &[]).await?), "nothing was deleted yet");
+    // A worker's deletion loop finishes it.
+    let finished = worker::lifecycle::finish_pending_deletions(&state.db, &state.notifier).await?;
+    ensure_eq!(finished, 1);
+    let left = rows_of(&db.db, &api.tenant, &[task.parse()?]).await?;
+    ensure!(only_zeros(&left), "rows left behind: {left:?}");
+    ensure_eq!(worker::lifecycle::finish_pending_deletions(&state.db, &state.notifier).await?, 0, "nothing pending");
+    api.stop().await;
+    Ok(())
+}
+
+async fn erasing_a_tenant_removes_its_rows_and_nothing_of_another_tenant(db: TestDb) -> anyhow::Result<()> {
+    let api = api(&db).await?;
+    let other = Api {
+        server: kfs_tests::server::TestServer::start(&db.url, false).await?,
+        tenant: format!("tenant-{}", Uuid::new_v4().simple()),
+    };
+    let operator = kfs_tests::server::TestServer::token("ops-admin", "operators");
+    let alice = api.token("alice");
+    let first = space_with_documents(&api, "alice").await?;
+    let second = space_with_documents(&api, "carol").await?;
+    let (task, _) = completed_task(&api, &alice, &first).await?;
+    api.key("carol", &second).await?;
+    let kept = space_with_documents(&other, "dave").await?;
+    let kept_before = rows_of(&db.db, &other.tenant, &[]).await?;
+
+    ensure_eq!(
+        api.code(Some(&alice), ERASE, json!({ "tenant": api.tenant })).await?,
+        "FORBIDDEN",
+        "owners are not operators"
+    );
+    let counts = api.data(Some(&operator), ERASE, json!({ "tenant": api.tenant })).await?["eraseTenant"].clone();
+    ensure_eq!(counts["knowledgeSpaces"], json!(2), "{counts}");
+    ensure_eq!(counts["researchTasks"], json!(1), "{counts}");
+    ensure_eq!(counts["documents"], json!(4), "{counts}");
+    ensure_eq!(counts["apiKeys"], json!(1), "{counts}");
+    ensure!(counts["auditEvents"].as_i64().unwrap_or_default() >= 3, "the tenant's log went too: {counts}");
+    let left = rows_of(&db.db, &api.tenant, &[task.parse()?]).await?;
+    ensure!(only_zeros(&left), "rows of the erased tenant remain: {left:?}");
+    let audit_left =
+        audit_event::Entity::find().filter(audit_event::Column::TenantId.eq(&api.tenant)).count(&db.db).await?;
+    ensure_eq!(audit_left, 0, "audit events of the erased tenant remain");
+    ensure_eq!(rows_of(&db.db, &other.tenant, &[]).await?, kept_before, "another tenant lost rows");
+    ensure!(
+        other
+            .data(
+                Some(&other.token("dave")),
+                "query($id: UUID!) { knowledgeSpace(id: $id) { id } }",
+                json!({ "id": kept })
+            )
+            .await?["knowledgeSpace"]["id"]
+            == json!(kept),
+        "the other tenant's space"
+    );
+    // The erasure is on record, in the operator's tenant, naming the tenant erased.
+    let record = audit_event::Entity::find()
+        .filter(audit_event::Column::TenantId.eq("operators"))
+        .filter(audit_event::Column::TargetId.eq(&api.tenant))
+        .one(&db.db)
+        .await?
+        .context("no tenant.erased event")?;
+    ensure_eq!(record.action, "tenant.erased");
+    ensure_eq!(record.actor_subject_id, "ops-admin");
+    other.stop().await;
+    api.stop().await;
+    Ok(())
+}
