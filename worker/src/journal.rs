@@ -16,6 +16,8 @@ pub trait Journal: EntityTrait {
     const SEQUENCE: Self::Column;
     /// A row's sequence: 1, 2, 3… per job, with no gaps.
     fn sequence(row: &Self::Model) -> i32;
+    /// The job a row belongs to.
+    fn job(row: &Self::Model) -> Uuid;
 }
 
 impl Journal for progress::Entity {
@@ -25,6 +27,9 @@ impl Journal for progress::Entity {
     fn sequence(row: &progress::Model) -> i32 {
         row.sequence
     }
+    fn job(row: &progress::Model) -> Uuid {
+        row.research_task_job_id
+    }
 }
 
 impl Journal for partial::Entity {
@@ -33,6 +38,9 @@ impl Journal for partial::Entity {
     const SEQUENCE: partial::Column = partial::Column::Sequence;
     fn sequence(row: &partial::Model) -> i32 {
         row.sequence
+    }
+    fn job(row: &partial::Model) -> Uuid {
+        row.research_task_job_id
     }
 }
 
@@ -48,6 +56,30 @@ pub async fn after<J: Journal, C: ConnectionTrait>(
         .filter(J::SEQUENCE.gt(after))
         .order_by_asc(J::SEQUENCE)
         .limit(limit)
+        .all(conn)
+        .await
+}
+
+/// For each of `job_ids`, its rows with a sequence greater than `after`, at most `limit`,
+/// in order: one statement for many jobs (a list of tasks with their journals). Sequences
+/// have no gaps, so "the next `limit` rows" is the sequence range `after+1 ..= after+limit`
+/// and needs no per-job window.
+pub async fn after_many<J: Journal, C: ConnectionTrait>(
+    conn: &C,
+    job_ids: &[Uuid],
+    after: i32,
+    limit: u64,
+) -> Result<Vec<J::Model>, DbErr> {
+    if job_ids.is_empty() || limit == 0 {
+        return Ok(Vec::new());
+    }
+    let last = after.saturating_add(i32::try_from(limit).unwrap_or(i32::MAX));
+    J::find()
+        .filter(J::JOB.is_in(job_ids.iter().copied()))
+        .filter(J::SEQUENCE.gt(after))
+        .filter(J::SEQUENCE.lte(last))
+        .order_by_asc(J::JOB)
+        .order_by_asc(J::SEQUENCE)
         .all(conn)
         .await
 }

@@ -97,6 +97,7 @@ pub fn spawn_with_engine(
         settings: settings.clone(),
         clock: clock.clone(),
         fairness: Arc::default(),
+        keeper: crate::pipeline::LeaseKeeper::start(db.clone(), &notifier, settings.clone(), clock.clone()),
     };
     let wake = Wakeups::default();
     let stop = Stop { drain: shutdown.clone(), abort: CancellationToken::new() };

@@ -71,28 +71,16 @@ fn key_allows(principal: &Principal, space_id: Uuid) -> bool {
     principal.api_key.as_ref().is_none_or(|key| key.knowledge_space_id == space_id)
 }
 
-/// Whether the caller may see this task row (already known to be the caller's own).
-pub async fn task_is_visible(
-    db: &DatabaseConnection,
-    principal: &Principal,
-    task: &job::Model,
-) -> Result<bool, ApiError> {
-    Ok(task.tenant_id == principal.tenant_id
-        && task.subject_id == principal.subject_id
-        && key_allows(principal, task.knowledge_space_id)
-        && grant_holds(db, task.permission_snapshot_id).await?)
-}
-
 /// The task, if the caller may see it.
 pub async fn visible_task(
     db: &DatabaseConnection,
     principal: &Principal,
     id: Uuid,
 ) -> Result<Option<job::Model>, ApiError> {
-    let Some(task) = tasks::find_owned(db, &principal.tenant_id, &principal.subject_id, id).await? else {
-        return Ok(None);
-    };
-    Ok(task_is_visible(db, principal, &task).await?.then_some(task))
+    // One statement: the row, and whether the grant it was created under still holds.
+    let now = entity::now_millis();
+    let found = tasks::find_readable(db, &principal.tenant_id, &principal.subject_id, id, now).await?;
+    Ok(found.filter(|task| key_allows(principal, task.knowledge_space_id)))
 }
 
 /// Whether the caller may see this trace. A trace without a grant (written before grants

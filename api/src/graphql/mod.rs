@@ -9,6 +9,7 @@ mod enums;
 pub mod guard;
 pub mod limits;
 mod lists;
+pub mod loaders;
 mod mutation;
 mod query;
 mod relay;

@@ -224,7 +224,7 @@ async fn execute(
             let response = respond(media, async_graphql::Response::from_errors(vec![error]));
             return with_rate_headers(response, &checked);
         }
-        request = request.data(principal).data(cost.clone());
+        request = crate::graphql::loaders::attach(request.data(principal).data(cost.clone()), &endpoint.state.db);
         if let Some(id) = crate::http::request_id::of(headers) {
             request = request.data(id);
         }

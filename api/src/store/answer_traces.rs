@@ -36,6 +36,29 @@ pub async fn find_for_task<C: ConnectionTrait>(
         .await
 }
 
+/// The traces of many tasks at once, each only where the task's own subject owns it
+/// (`tasks`: task id, tenant, subject); the newest per task.
+pub async fn find_for_tasks<C: ConnectionTrait>(
+    conn: &C,
+    tasks: &[(Uuid, String, String)],
+) -> Result<Vec<trace::Model>, DbErr> {
+    if tasks.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows = trace::Entity::find()
+        .filter(trace::Column::ResearchTaskId.is_in(tasks.iter().map(|(id, _, _)| *id)))
+        .order_by_desc(trace::Column::CreatedAt)
+        .all(conn)
+        .await?;
+    let owned = |row: &trace::Model| {
+        tasks.iter().any(|(id, tenant, subject)| {
+            row.research_task_id == Some(*id) && row.tenant_id == *tenant && row.subject_id.as_deref() == Some(subject)
+        })
+    };
+    let mut seen = std::collections::HashSet::new();
+    Ok(rows.into_iter().filter(owned).filter(|row| seen.insert(row.research_task_id)).collect())
+}
+
 /// One page of a subject's traces in a space, newest first (the seed's
 /// `answer_traces_space_subject_created_idx` order).
 pub async fn page<C: ConnectionTrait>(

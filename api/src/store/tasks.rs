@@ -7,16 +7,24 @@ use uuid::Uuid;
 
 use super::{PageKey, before};
 
-/// The task with this id if `subject_id` of `tenant_id` created it.
-pub async fn find_owned<C: ConnectionTrait>(
+/// The grant condition on a task row (see `worker::grant::holds_sql`).
+fn grant_holds(backend: sea_orm::DatabaseBackend, now: i64) -> sea_orm::sea_query::Expr {
+    worker::grant::holds_sql(backend, "\"research_task_jobs\".\"permission_snapshot_id\"", now)
+}
+
+/// The task with this id if `subject_id` of `tenant_id` created it and the grant it was
+/// created under holds at `now`: the row and its grant's validity in one statement.
+pub async fn find_readable<C: ConnectionTrait>(
     conn: &C,
     tenant_id: &str,
     subject_id: &str,
     id: Uuid,
+    now: i64,
 ) -> Result<Option<job::Model>, DbErr> {
     job::Entity::find_by_id(id)
         .filter(job::Column::TenantId.eq(tenant_id))
         .filter(job::Column::SubjectId.eq(subject_id))
+        .filter(grant_holds(conn.get_database_backend(), now))
         .one(conn)
         .await
 }
@@ -26,8 +34,10 @@ pub async fn find<C: ConnectionTrait>(conn: &C, id: Uuid) -> Result<Option<job::
     job::Entity::find_by_id(id).one(conn).await
 }
 
-/// One page of a subject's tasks in a space, most recently updated first (the seed's
-/// `research_task_jobs_scope_updated_idx` order), optionally only in some stages.
+/// One page of a subject's tasks in a space whose grants hold at `now`, most recently
+/// updated first (the seed's `research_task_jobs_scope_updated_idx` order), optionally
+/// only in some stages.
+#[expect(clippy::too_many_arguments, reason = "each is one filter of the page")]
 pub async fn page<C: ConnectionTrait>(
     conn: &C,
     tenant_id: &str,
@@ -36,11 +46,13 @@ pub async fn page<C: ConnectionTrait>(
     stages: Option<&[Stage]>,
     after: Option<PageKey>,
     limit: u64,
+    now: i64,
 ) -> Result<Vec<job::Model>, DbErr> {
     let mut query = job::Entity::find()
         .filter(job::Column::TenantId.eq(tenant_id))
         .filter(job::Column::KnowledgeSpaceId.eq(knowledge_space_id))
-        .filter(job::Column::SubjectId.eq(subject_id));
+        .filter(job::Column::SubjectId.eq(subject_id))
+        .filter(grant_holds(conn.get_database_backend(), now));
     if let Some(stages) = stages {
         query = query.filter(job::Column::Stage.is_in(stages.iter().copied()));
     }

@@ -9,6 +9,7 @@
 use std::process::ExitCode;
 
 mod api_authz;
+mod api_batching;
 mod api_lifecycle;
 mod api_limits;
 mod api_rate_limits;
@@ -18,6 +19,7 @@ mod api_support;
 mod audit;
 mod constraints;
 mod deleting;
+mod grant_sql;
 mod graphiql_browser;
 mod hostile_documents;
 mod hostile_fuzz;
@@ -54,6 +56,7 @@ mod worker_support;
 fn main() -> ExitCode {
     let db_tests = [
         api_authz::tests(),
+        api_batching::tests(),
         api_lifecycle::tests(),
         api_rate_limits::tests(),
         api_limits::tests(),
@@ -61,6 +64,7 @@ fn main() -> ExitCode {
         audit::tests(),
         constraints::tests(),
         deleting::tests(),
+        grant_sql::tests(),
         graphiql_browser::tests(),
         hostile_documents::tests(),
         hostile_fuzz::tests(),

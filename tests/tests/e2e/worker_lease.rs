@@ -18,6 +18,7 @@ pub fn tests() -> Vec<DbTest> {
         failed_attempts_back_off_and_the_last_one_fails_for_good,
         a_task_whose_leases_keep_lapsing_fails_after_its_attempts,
         a_paused_task_resumes_by_itself_once_resume_after_passes,
+        one_batched_heartbeat_renews_every_lease_and_loses_only_the_stolen_one,
     ]
 }
 
@@ -203,5 +204,70 @@ async fn a_paused_task_resumes_by_itself_once_resume_after_passes(db: TestDb) ->
         outbox::Entity::find().filter(outbox::Column::ResearchTaskJobId.eq(task.job.id)).all(&db.db).await?;
     let statuses: Vec<_> = deliveries.iter().map(|d| (d.delivery_revision, d.status)).collect();
     anyhow::ensure!(statuses.contains(&(2, OutboxStatus::Leased)), "{statuses:?}");
+    Ok(())
+}
+
+async fn one_batched_heartbeat_renews_every_lease_and_loses_only_the_stolen_one(db: TestDb) -> anyhow::Result<()> {
+    use entity::research_task_job as job;
+    use sea_orm::sea_query::Expr;
+    use std::time::Duration;
+
+    let notifier = Notifier::new();
+    let owner = fixtures::task(&db).await?.member;
+    for _ in 0..5 {
+        fixtures::job(&db, &owner, entity::AccessChannel::Interactive).await?;
+    }
+    let claimed = lifecycle::claim_due(&db.db, &notifier, "keeper", LEASE_MS, 10, now_millis()).await?;
+    anyhow::ensure!(claimed.len() == 6, "claimed {}", claimed.len());
+    let settings =
+        worker::WorkerSettings { heartbeat_ms: 100, lease_ms: LEASE_MS, ..worker::WorkerSettings::default() };
+    let keeper = worker::pipeline::LeaseKeeper::start(
+        db.db.clone(),
+        &notifier,
+        std::sync::Arc::new(settings),
+        entity::Clock::system(),
+    );
+    let holdings: Vec<_> = claimed.iter().map(|claimed| keeper.hold(&claimed.lease)).collect();
+    anyhow::ensure!(keeper.len() == 6);
+    // Another worker takes one lease without any signal reaching this one (its lease
+    // lapsed and was claimed elsewhere): only the next batched beat can notice.
+    let stolen = &claimed[2];
+    job::Entity::update_many()
+        .col_expr(job::Column::LeaseToken, Expr::value(uuid::Uuid::new_v4()))
+        .filter(job::Column::Id.eq(stolen.job.id))
+        .exec(&db.db)
+        .await?;
+    let before = now_millis();
+    tokio::time::timeout(Duration::from_secs(5), holdings[2].lost.cancelled())
+        .await
+        .map_err(|_| anyhow::anyhow!("the stolen lease was never found lost"))?;
+    for (index, holding) in holdings.iter().enumerate().filter(|(index, _)| *index != 2) {
+        anyhow::ensure!(!holding.lost.is_cancelled(), "lease {index} was lost with the stolen one");
+    }
+    // Wait for one more beat, then every other lease has been renewed past where it was.
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    for (index, claimed) in claimed.iter().enumerate().filter(|(index, _)| *index != 2) {
+        let row = reload(&db, claimed.job.id).await?;
+        anyhow::ensure!(
+            row.heartbeat_at.is_some_and(|at| at >= before),
+            "lease {index} was not renewed by the batched beat: {:?}",
+            row.heartbeat_at
+        );
+        anyhow::ensure!(row.lease_token == Some(claimed.lease.token), "lease {index} changed hands");
+    }
+    // A cancel is a signal: the keeper looks at once rather than at the next beat.
+    let cancelled = &claimed[4];
+    let task = TaskRef {
+        id: cancelled.job.id,
+        tenant_id: cancelled.job.tenant_id.clone(),
+        subject_id: cancelled.job.subject_id.clone(),
+        expected_row_version: None,
+    };
+    lifecycle::cancel(&db.db, &notifier, &task, now_millis()).await?;
+    tokio::time::timeout(Duration::from_secs(2), holdings[4].lost.cancelled())
+        .await
+        .map_err(|_| anyhow::anyhow!("the canceled task's lease was not found lost"))?;
+    drop(holdings);
+    anyhow::ensure!(keeper.is_empty(), "dropped holdings leave nothing to renew");
     Ok(())
 }

@@ -43,13 +43,16 @@ pub fn pipeline(
 ) -> Pipeline {
     let settings = settings(worker_id);
     let engine = engine.unwrap_or_else(|| Arc::new(BuiltinEngine::new(settings.engine.clone())));
+    let settings = Arc::new(settings);
+    let clock = entity::Clock::system();
     Pipeline {
         db: db.db.clone(),
         notifier: notifier.clone(),
         engine,
-        settings: Arc::new(settings),
-        clock: entity::Clock::system(),
+        settings: settings.clone(),
+        clock: clock.clone(),
         fairness: Arc::default(),
+        keeper: worker::pipeline::LeaseKeeper::start(db.db.clone(), notifier, settings, clock),
     }
 }
 

@@ -4,7 +4,7 @@
 use entity::{OutboxStatus, ProgressEventType, Stage, answer_trace, research_task_job as job};
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, IntoActiveModel,
-    QueryFilter,
+    QueryFilter, QuerySelect,
 };
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -118,6 +118,51 @@ pub async fn heartbeat(db: &DatabaseConnection, lease: &Lease, lease_ms: i64, no
         .exec(db)
         .await?;
     if result.rows_affected == 1 { Ok(()) } else { Err(LifecycleError::LeaseLost) }
+}
+
+/// The most leases one batched heartbeat statement renews (two parameters each, well
+/// under both databases' limits).
+const HEARTBEAT_BATCH: usize = 10_000;
+
+/// Extends many leases at once, as [`heartbeat`] does one: one statement per
+/// [`HEARTBEAT_BATCH`] leases, each row renewed only while it still carries its own
+/// lease's token. Returns the leases that were lost (empty in the common case, which costs
+/// that one statement; a second one names the lost ones when any were).
+#[tracing::instrument(name = "heartbeat many", level = "debug", skip_all, fields(leases = leases.len()))]
+pub async fn heartbeat_many(
+    db: &DatabaseConnection,
+    leases: &[(Uuid, Uuid)],
+    lease_ms: i64,
+    now: i64,
+) -> Result<Vec<Uuid>, LifecycleError> {
+    let mut lost = Vec::new();
+    for chunk in leases.chunks(HEARTBEAT_BATCH) {
+        // Tokens are unique to the claim that issued them, so a row matching both lists
+        // carries exactly its own lease's token.
+        let (ids, tokens): (Vec<Uuid>, Vec<Uuid>) = chunk.iter().copied().unzip();
+        let result = job::Entity::update_many()
+            .col_expr(job::Column::LeaseExpiresAt, now.saturating_add(lease_ms).into())
+            .col_expr(job::Column::HeartbeatAt, now.into())
+            .filter(job::Column::Id.is_in(ids.clone()))
+            .filter(job::Column::LeaseToken.is_in(tokens.clone()))
+            .exec(db)
+            .await?;
+        if result.rows_affected == chunk.len() as u64 {
+            continue;
+        }
+        let held: std::collections::HashSet<Uuid> = job::Entity::find()
+            .select_only()
+            .column(job::Column::Id)
+            .filter(job::Column::Id.is_in(ids))
+            .filter(job::Column::LeaseToken.is_in(tokens))
+            .into_tuple::<Uuid>()
+            .all(db)
+            .await?
+            .into_iter()
+            .collect();
+        lost.extend(chunk.iter().map(|(id, _)| *id).filter(|id| !held.contains(id)));
+    }
+    Ok(lost)
 }
 
 /// Commits a stage boundary in one transaction: the new stage, its `stage_changed` event,

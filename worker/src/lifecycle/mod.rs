@@ -36,7 +36,7 @@ pub use error::LifecycleError;
 pub use journal::{append_partial_result, append_progress_event};
 pub use lease::{
     Checkpoint, Claimed, Completion, FailOutcome, Failure, Lease, RetryPolicy, checkpoint, complete, fail_attempt,
-    heartbeat, release,
+    heartbeat, heartbeat_many, release,
 };
 pub use quota::{QuotaRefusal, Quotas};
 pub use retention::{Pruned, prune};

@@ -3,7 +3,10 @@
 //! while heartbeating, and commits a checkpoint. Stage outputs that later stages need are
 //! read back from what the checkpoints committed, so a re-run after a crash resumes at
 //! the last committed stage with no duplicate and no gap.
+mod keeper;
 mod stages;
+
+pub use keeper::{Holding, LeaseKeeper};
 
 use std::future::Future;
 use std::sync::Arc;
@@ -21,9 +24,8 @@ use crate::cost;
 use crate::engine::{Limits, ResearchEngine};
 use crate::grant::{self, Verdict};
 use crate::lifecycle::{self, Claimed, FailOutcome, Failure, Lease, LifecycleError};
-use crate::notify::{Notifier, Signal};
+use crate::notify::Notifier;
 use stages::StageEnd;
-use tokio::sync::broadcast::error::RecvError;
 
 /// Everything a run needs; cheap to share between the jobs a worker runs at once.
 #[derive(Clone)]
@@ -40,6 +42,8 @@ pub struct Pipeline {
     pub clock: Clock,
     /// Which tenants and spaces this worker served last, for fair claiming.
     pub fairness: Arc<tokio::sync::Mutex<crate::lifecycle::Fairness>>,
+    /// Renews the leases of the running stages, all in one statement per beat.
+    pub keeper: LeaseKeeper,
 }
 
 /// How a worker is asked to stop.
@@ -179,9 +183,9 @@ impl Pipeline {
         }
     }
 
-    /// Runs `work` while heartbeating; stops it when the lease is lost or the worker aborts.
-    /// Besides the regular beat, any signal about this task (a cancel or pause committed
-    /// here or, through the listener, in another process) makes it look at once, so a
+    /// Runs `work` while the keeper renews its lease; stops it when the lease is lost or
+    /// the worker aborts. A signal about this task (a cancel or pause committed here or,
+    /// through the listener, in another process) makes the keeper look at once, so a
     /// cancelled stage stops within a round trip rather than at the next beat.
     async fn guarded<T>(
         &self,
@@ -190,41 +194,13 @@ impl Pipeline {
         cancel: &CancellationToken,
         work: impl Future<Output = T>,
     ) -> Guarded<T> {
-        let mut signals = self.notifier.subscribe();
-        let beat = async {
-            let mut ticker = tokio::time::interval(Duration::from_millis(self.settings.heartbeat_ms.max(1)));
-            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            // The first tick is immediate; the claim or checkpoint just renewed the lease.
-            ticker.tick().await;
-            loop {
-                tokio::select! {
-                    _ = ticker.tick() => {}
-                    received = signals.recv() => match received {
-                        Ok(Signal::Task(signal)) if signal.task_id == lease.job_id && !signal.answer_draft => {}
-                        // Missed signals may have included this task's.
-                        Err(RecvError::Lagged(_)) => {}
-                        Ok(_) => continue,
-                        Err(RecvError::Closed) => {
-                            signals = self.notifier.subscribe();
-                            continue;
-                        }
-                    },
-                }
-                match lifecycle::heartbeat(&self.db, lease, self.settings.lease_ms, self.clock.now()).await {
-                    Ok(()) => {}
-                    Err(LifecycleError::LeaseLost) => return,
-                    // A missed beat is not fatal: the lease has slack, and the checkpoint
-                    // is fenced anyway.
-                    Err(error) => tracing::warn!(error = %error, "heartbeat failed"),
-                }
-            }
-        };
+        let holding = self.keeper.hold(lease);
         // Abort first: past the grace period the stage must stop even if it is about to
         // finish. Then a lost lease, which makes the stage's result worthless. Work last.
         let outcome = tokio::select! {
             biased;
             () = abort.cancelled() => Guarded::Aborted,
-            () = beat => Guarded::LeaseLost,
+            () = holding.lost.cancelled() => Guarded::LeaseLost,
             out = work => return Guarded::Done(out),
         };
         cancel.cancel();

@@ -14,6 +14,7 @@ use crate::error::{ApiError, IntoGql};
 use crate::graphql::context::state;
 use crate::graphql::enums::{GqlChannel, GqlMode, GqlStage};
 use crate::graphql::limits::{MAX_PAGE, after_sequence, page_size};
+use crate::graphql::loaders::{JournalPage, PartialPage, ProgressPage, RequestLoaders, TraceOfTask, loaded};
 use crate::store::answer_traces;
 
 /// A research task. Only the subject that created it sees it, and only while its grant holds.
@@ -102,7 +103,13 @@ impl ResearchTask {
     ) -> async_graphql::Result<Vec<ResearchTaskProgressEvent>> {
         let run = async {
             let (after, size) = (after_sequence(after)?, page_size(first, MAX_PAGE)?);
-            let rows = journal::after::<progress::Entity, _>(&state(ctx)?.db, self.0.id, after, size).await?;
+            let rows = match ctx.data_opt::<RequestLoaders>() {
+                Some(loaders) => {
+                    let page = ProgressPage(JournalPage { task: self.0.id, after, size });
+                    loaders.load_one(page).await.map_err(loaded)?.unwrap_or_default()
+                }
+                None => journal::after::<progress::Entity, _>(&state(ctx)?.db, self.0.id, after, size).await?,
+            };
             Ok::<_, ApiError>(rows.into_iter().map(ResearchTaskProgressEvent).collect())
         };
         run.await.gql()
@@ -119,7 +126,13 @@ impl ResearchTask {
     ) -> async_graphql::Result<Vec<ResearchTaskPartialResult>> {
         let run = async {
             let (after, size) = (after_sequence(after)?, page_size(first, MAX_PAGE)?);
-            let rows = journal::after::<partial::Entity, _>(&state(ctx)?.db, self.0.id, after, size).await?;
+            let rows = match ctx.data_opt::<RequestLoaders>() {
+                Some(loaders) => {
+                    let page = PartialPage(JournalPage { task: self.0.id, after, size });
+                    loaders.load_one(page).await.map_err(loaded)?.unwrap_or_default()
+                }
+                None => journal::after::<partial::Entity, _>(&state(ctx)?.db, self.0.id, after, size).await?,
+            };
             Ok::<_, ApiError>(rows.into_iter().map(ResearchTaskPartialResult).collect())
         };
         run.await.gql()
@@ -128,8 +141,20 @@ impl ResearchTask {
     /// The answer, once the task completed.
     async fn answer_trace(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<AnswerTrace>> {
         let run = async {
-            let db = &state(ctx)?.db;
-            let found = answer_traces::find_for_task(db, &self.0.tenant_id, &self.0.subject_id, self.0.id).await?;
+            let found = match ctx.data_opt::<RequestLoaders>() {
+                Some(loaders) => {
+                    let key = TraceOfTask {
+                        task: self.0.id,
+                        tenant_id: self.0.tenant_id.clone(),
+                        subject_id: self.0.subject_id.clone(),
+                    };
+                    loaders.load_one(key).await.map_err(loaded)?
+                }
+                None => {
+                    let db = &state(ctx)?.db;
+                    answer_traces::find_for_task(db, &self.0.tenant_id, &self.0.subject_id, self.0.id).await?
+                }
+            };
             Ok::<_, ApiError>(found.map(AnswerTrace))
         };
         run.await.gql()

@@ -437,7 +437,7 @@ fn operation(
     request: async_graphql::Request,
     request_id: Option<crate::http::request_id::RequestId>,
 ) -> BoxStream<'static, Outgoing> {
-    let mut request = request;
+    let mut request = crate::graphql::loaders::attach(request, &endpoint.state.db);
     if let Some(principal) = principal {
         request = request.data(principal);
     }
