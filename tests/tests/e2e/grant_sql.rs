@@ -1,5 +1,5 @@
 //! The grant rule exists twice: `worker::grant::check_many` (the worker, at every stage
-//! boundary) and `worker::grant::holds_sql` (reads that fetch a row and its grant's
+//! boundary, where `check` falls back to it to name a denial) and `worker::grant::holds_sql` (reads that fetch a row and its grant's
 //! validity in one statement). This holds them to the same verdict for every way a grant
 //! lives or dies, on both databases.
 use chrono::{DateTime, Utc};
@@ -84,7 +84,10 @@ async fn grant_sql_agrees_with_check(db: TestDb) -> anyhow::Result<()> {
     let backend = db.db.get_database_backend();
     for (what, row, expected) in cases {
         let inserted = snapshot::Entity::insert(row).exec_with_returning(&db.db).await?;
-        let checked = worker::grant::check(&db.db, inserted.id, now).await?.holds();
+        let verdicts = worker::grant::check_many(&db.db, &[inserted.id], now).await?;
+        let checked = verdicts.get(&inserted.id).is_some_and(|verdict| verdict.holds());
+        // `check` (one statement when the grant holds) must answer the same.
+        ensure_eq!(worker::grant::check(&db.db, inserted.id, now).await?.holds(), expected, "{what}: check");
         let in_sql = snapshot::Entity::find_by_id(inserted.id)
             .filter(worker::grant::holds_sql(backend, "\"knowledge_space_permission_snapshots\".\"id\"", now))
             .one(&db.db)
