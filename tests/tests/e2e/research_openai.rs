@@ -379,8 +379,15 @@ async fn a_lease_lost_to_expiry_drops_the_request_at_the_next_heartbeat(db: Test
     // Another worker takes the task over as if the lease had expired (its clock is past
     // the expiry), through a notifier of its own: on SQLite only the first worker's next
     // heartbeat can tell it (on PostgreSQL the claim's NOTIFY may tell it sooner).
+    // A claim skips rows locked at that instant (SKIP LOCKED), and the first worker locks
+    // the row for each draft write and lease renewal: try again until it is free.
     let later = entity::now_millis() + 10 * 60_000;
-    let stolen = worker::lifecycle::claim_due(&db.db, &worker::Notifier::new(), "thief", 60_000, 1, later).await?;
+    let mut stolen = Vec::new();
+    wait_until(Duration::from_secs(5), "the thief to take the lease over", async || {
+        stolen = worker::lifecycle::claim_due(&db.db, &worker::Notifier::new(), "thief", 60_000, 1, later).await?;
+        Ok(!stolen.is_empty())
+    })
+    .await?;
     ensure_eq!(stolen.len(), 1, "the lease was taken over");
     let taken_at = Instant::now();
     wait_until(Duration::from_secs(5), "the first worker to drop its request", async || {

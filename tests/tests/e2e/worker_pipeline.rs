@@ -118,6 +118,10 @@ async fn a_crash_after_each_commit_point_resumes_with_no_duplicate_and_no_gap(db
         // The process dies mid-stage: no release, no more writes; its lease lapses.
         running.abort();
         let _ = running.await;
+        // A dead process renews nothing; in this one, the doomed pipeline's lease keeper
+        // may finish a renewal already under way before it sees the pipeline is gone
+        // (its next beat, 20 ms on). Read the lease once that has passed.
+        tokio::time::sleep(std::time::Duration::from_millis(150)).await;
         let crashed = reload(&db, task.id).await?;
         anyhow::ensure!(crashed.stage == crash_at && crashed.lease_token.is_some(), "{crashed:?}");
 
