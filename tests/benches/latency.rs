@@ -1,0 +1,147 @@
+//! Create → first progress event at the subscriber: a client creates a task over HTTP,
+//! subscribes to its progress over a WebSocket (`graphql-transport-ws`) after the
+//! `queued` event, and the clock stops at the first event the worker writes (its claim's
+//! `stage_changed` to planning). The `api` binary (release) runs on PostgreSQL with its
+//! embedded worker; printed are p50 and p99 at idle, and again while another tenant's
+//! backlog keeps the worker busy (the throughput bench's load: built-in engine, research
+//! mode, a queue of `KFS_BENCH_BACKLOG` tasks, 2,000 by default).
+//!
+//! `KFS_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/postgres cargo bench -p
+//! workspace-tests --bench latency`; `KFS_BENCH_SAMPLES` (100) per figure.
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use kfs_tests::process::{ApiProcess, api_command, build};
+use kfs_tests::server::{GraphqlClient, TestServer};
+use kfs_tests::ws::{Event, WsClient};
+use kfs_tests::{Backend, TestConfig, TestDb};
+use serde_json::json;
+
+fn main() -> ExitCode {
+    if !std::env::args().any(|arg| arg == "--bench") {
+        println!("latency: a benchmark; run it with `cargo bench -p workspace-tests --bench latency`");
+        return ExitCode::SUCCESS;
+    }
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("latency bench failed: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn env_number(name: &str, default: u64) -> anyhow::Result<u64> {
+    match std::env::var(name) {
+        Ok(value) => value.parse().with_context(|| format!("{name} must be a number")),
+        Err(_) => Ok(default),
+    }
+}
+
+const CREATE: &str = "mutation($input: CreateResearchTaskInput!) { createResearchTask(input: $input) { id } }";
+const PROGRESS: &str =
+    "subscription($task: UUID!) { researchTaskProgress(taskId: $task, afterSequence: 1) { sequence stage } }";
+
+fn run() -> anyhow::Result<()> {
+    let config = TestConfig::from_env();
+    if config.postgres_url.is_none() {
+        println!("latency: skipped, KFS_TEST_POSTGRES_URL is not set (the figures are PostgreSQL's)");
+        return Ok(());
+    }
+    let samples = usize::try_from(env_number("KFS_BENCH_SAMPLES", 100)?)?;
+    let backlog = usize::try_from(env_number("KFS_BENCH_BACKLOG", 2_000)?)?;
+    let ([api], profile) = build(["api"])?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(TestDb::run(Backend::Postgres, &config, |db| async move {
+        let mut command = api_command(&api, &db.url);
+        command.env("KFS_EMBEDDED_WORKER", "true").env("KFS_WORKER_POLL_INTERVAL_MS", "1000");
+        let server = ApiProcess::start(command).await?;
+        println!("api: {} (profile {profile}), embedded worker on; {samples} samples per figure", api.display());
+        let probe = Caller::new(&server, "probe").await?;
+        let idle = measure(&server, &probe, samples).await?;
+        report("idle", &idle);
+        // Another tenant's backlog: the worker is busy throughout the second figure.
+        let loader = Caller::new(&server, "loader").await?;
+        for index in 0..backlog {
+            let input = json!({ "knowledgeSpaceId": loader.space, "query": format!("How do leases and fencing work? {index}"), "mode": "RESEARCH" });
+            loader.client.run(CREATE, json!({ "input": input })).await?;
+        }
+        let busy = measure(&server, &probe, samples).await?;
+        let left = loader.unfinished().await?;
+        // The count is one page (at most 100): enough to show the backlog outlasted the figure.
+        let left = if left == 100 { "at least 100".to_owned() } else { left.to_string() };
+        report(&format!("with another tenant's {backlog}-task backlog ({left} still unfinished after)"), &busy);
+        println!("load average: {}", std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim());
+        Ok(())
+    }))
+}
+
+/// A tenant with a space holding one document.
+struct Caller {
+    client: GraphqlClient,
+    token: String,
+    space: String,
+}
+
+impl Caller {
+    async fn new(server: &ApiProcess, name: &str) -> anyhow::Result<Self> {
+        let tenant = format!("{name}-{}", uuid::Uuid::new_v4().simple());
+        let token = TestServer::token(name, &tenant);
+        let client = GraphqlClient::new(server.graphql_url(), token.clone());
+        let space =
+            client.run("mutation { createKnowledgeSpace(input: { name: \"Latency\" }) { id } }", json!({})).await?;
+        let space = space["createKnowledgeSpace"]["id"].as_str().context("no space")?.to_owned();
+        let document = json!({ "knowledgeSpaceId": space, "title": "Leases", "content": "A lease is a time-bounded claim on a job; fencing tokens stop stale workers." });
+        client
+            .run(
+                "mutation($input: AddKnowledgeDocumentInput!) { addKnowledgeDocument(input: $input) { id } }",
+                json!({ "input": document }),
+            )
+            .await?;
+        Ok(Self { client, token, space })
+    }
+
+    async fn unfinished(&self) -> anyhow::Result<usize> {
+        let query = "query($space: UUID!) { researchTasks(knowledgeSpaceId: $space, first: 100, stages: [QUEUED, PLANNING, RETRIEVING, ANALYZING, GENERATING]) { edges { node { id } } } }";
+        let data = self.client.run(query, json!({ "space": self.space })).await?;
+        Ok(data["researchTasks"]["edges"].as_array().map_or(0, Vec::len))
+    }
+}
+
+/// `samples` create → first-worker-event times, one task at a time.
+async fn measure(server: &ApiProcess, caller: &Caller, samples: usize) -> anyhow::Result<Vec<Duration>> {
+    let mut socket = WsClient::connect_and_init(&server.ws_url(), Some(&caller.token)).await?;
+    let mut times = Vec::with_capacity(samples);
+    for index in 0..samples {
+        let started = Instant::now();
+        let input = json!({ "knowledgeSpaceId": caller.space, "query": "What is a lease?", "mode": "FAST" });
+        let created = caller.client.run(CREATE, json!({ "input": input })).await?;
+        let task = created["createResearchTask"]["id"].as_str().context("no task id")?.to_owned();
+        let id = format!("probe-{index}");
+        socket.subscribe(&id, PROGRESS, json!({ "task": task })).await?;
+        loop {
+            match tokio::time::timeout(Duration::from_secs(60), socket.next_event()).await?? {
+                Event::Next(from, _) if from == id => break,
+                Event::Next(..) | Event::Complete(_) => continue,
+                other => anyhow::bail!("waiting for the first event: {other:?}"),
+            }
+        }
+        times.push(started.elapsed());
+        socket.complete(&id).await?;
+    }
+    times.sort();
+    Ok(times)
+}
+
+fn report(what: &str, sorted: &[Duration]) {
+    let at = |p: f64| {
+        let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+        sorted.get(rank.clamp(1, sorted.len().max(1)) - 1).copied().unwrap_or_default()
+    };
+    println!("create -> first progress event, {what}: p50 {:.1} ms, p99 {:.1} ms", ms(at(50.0)), ms(at(99.0)));
+}
+
+fn ms(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1000.0
+}
