@@ -26,24 +26,7 @@ use worker::runtime::{CancellationToken, TaskTracker};
 use worker::{Notifier, WorkerSettings};
 
 fn main() -> ExitCode {
-    if !std::env::args().any(|arg| arg == "--bench") {
-        println!("inflight: a benchmark; run it with `cargo bench -p workspace-tests --bench inflight`");
-        return ExitCode::SUCCESS;
-    }
-    match run() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("inflight bench failed: {error:#}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-fn env_number(name: &str, default: u64) -> anyhow::Result<u64> {
-    match std::env::var(name) {
-        Ok(value) => value.parse().with_context(|| format!("{name} must be a number")),
-        Err(_) => Ok(default),
-    }
+    kfs_tests::bench::main("inflight", run)
 }
 
 /// Every stage waits, then answers the least that lets the next one run.
@@ -88,9 +71,9 @@ fn run() -> anyhow::Result<()> {
         println!("inflight: skipped, KFS_TEST_POSTGRES_URL is not set (the figures are PostgreSQL's)");
         return Ok(());
     }
-    let stage = Duration::from_millis(env_number("KFS_BENCH_STAGE_MS", 10_000)?);
-    let in_flight = usize::try_from(env_number("KFS_BENCH_INFLIGHT", 5_000)?)?;
-    let window = Duration::from_secs(env_number("KFS_BENCH_SECONDS", 40)?);
+    let stage = Duration::from_millis(kfs_tests::bench::env_number("KFS_BENCH_STAGE_MS", 10_000)?);
+    let in_flight = usize::try_from(kfs_tests::bench::env_number("KFS_BENCH_INFLIGHT", 5_000)?)?;
+    let window = Duration::from_secs(kfs_tests::bench::env_number("KFS_BENCH_SECONDS", 40)?);
     worker::observe::install();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(TestDb::run(Backend::Postgres, &config, |db| async move {

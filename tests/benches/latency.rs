@@ -19,24 +19,7 @@ use kfs_tests::{Backend, TestConfig, TestDb};
 use serde_json::json;
 
 fn main() -> ExitCode {
-    if !std::env::args().any(|arg| arg == "--bench") {
-        println!("latency: a benchmark; run it with `cargo bench -p workspace-tests --bench latency`");
-        return ExitCode::SUCCESS;
-    }
-    match run() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("latency bench failed: {error:#}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-fn env_number(name: &str, default: u64) -> anyhow::Result<u64> {
-    match std::env::var(name) {
-        Ok(value) => value.parse().with_context(|| format!("{name} must be a number")),
-        Err(_) => Ok(default),
-    }
+    kfs_tests::bench::main("latency", run)
 }
 
 const CREATE: &str = "mutation($input: CreateResearchTaskInput!) { createResearchTask(input: $input) { id } }";
@@ -49,8 +32,8 @@ fn run() -> anyhow::Result<()> {
         println!("latency: skipped, KFS_TEST_POSTGRES_URL is not set (the figures are PostgreSQL's)");
         return Ok(());
     }
-    let samples = usize::try_from(env_number("KFS_BENCH_SAMPLES", 100)?)?;
-    let backlog = usize::try_from(env_number("KFS_BENCH_BACKLOG", 2_000)?)?;
+    let samples = usize::try_from(kfs_tests::bench::env_number("KFS_BENCH_SAMPLES", 100)?)?;
+    let backlog = usize::try_from(kfs_tests::bench::env_number("KFS_BENCH_BACKLOG", 2_000)?)?;
     let ([api], profile) = build(["api"])?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(TestDb::run(Backend::Postgres, &config, |db| async move {

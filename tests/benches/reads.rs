@@ -21,24 +21,7 @@ use kfs_tests::{Backend, TestConfig, TestDb};
 use serde_json::{Value, json};
 
 fn main() -> ExitCode {
-    if !std::env::args().any(|arg| arg == "--bench") {
-        println!("reads: a benchmark; run it with `cargo bench -p workspace-tests --bench reads`");
-        return ExitCode::SUCCESS;
-    }
-    match run() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("reads bench failed: {error:#}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-fn env_number(name: &str, default: u64) -> anyhow::Result<u64> {
-    match std::env::var(name) {
-        Ok(value) => value.parse().with_context(|| format!("{name} must be a number")),
-        Err(_) => Ok(default),
-    }
+    kfs_tests::bench::main("reads", run)
 }
 
 fn run() -> anyhow::Result<()> {
@@ -47,8 +30,8 @@ fn run() -> anyhow::Result<()> {
         println!("reads: skipped, KFS_TEST_POSTGRES_URL is not set (the figures are PostgreSQL's)");
         return Ok(());
     }
-    let clients = usize::try_from(env_number("KFS_BENCH_CLIENTS", 32)?)?;
-    let seconds = Duration::from_secs(env_number("KFS_BENCH_SECONDS", 8)?);
+    let clients = usize::try_from(kfs_tests::bench::env_number("KFS_BENCH_CLIENTS", 32)?)?;
+    let seconds = Duration::from_secs(kfs_tests::bench::env_number("KFS_BENCH_SECONDS", 8)?);
     let ([api], profile) = build(["api"])?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(TestDb::run(Backend::Postgres, &config, |db| async move {

@@ -5,11 +5,14 @@
 //! OpenAI-compatible embeddings endpoint ([`embedding_server`]), a scriptable
 //! OpenAI-compatible chat-completions endpoint ([`openai_server`]), and the workspace's
 //! `api` and `worker` binaries as child processes ([`process`]), and a webhook receiver that
-//! verifies Standard Webhooks signatures ([`webhook_receiver`]).
+//! verifies Standard Webhooks signatures ([`webhook_receiver`]), an identity provider
+//! publishing a JWKS ([`jwks_server`]), an OTLP trace receiver ([`otlp_receiver`]), and what
+//! the bench binaries share ([`bench`]).
 //!
 //! Test binaries declare `harness = false`, list their tests with [`db_tests!`] and
 //! [`plain_tests!`], and call [`harness::run`] from `main`.
 
+pub mod bench;
 mod database;
 pub mod embedding_server;
 pub mod fixtures;

@@ -196,30 +196,38 @@ pub async fn finish_space_deletion(
     }
     // What is left is small and has no dependants but each other: one transaction.
     let txn = begin_write(db).await?;
-    erased.webhook_endpoints += endpoint::Entity::delete_many()
-        .filter(endpoint::Column::TenantId.eq(tenant_id))
-        .filter(endpoint::Column::KnowledgeSpaceId.eq(space_id))
-        .exec(&txn)
-        .await?
-        .rows_affected;
-    erased.permission_snapshots += snapshot::Entity::delete_many()
-        .filter(snapshot::Column::TenantId.eq(tenant_id))
-        .filter(snapshot::Column::KnowledgeSpaceId.eq(space_id))
-        .exec(&txn)
-        .await?
-        .rows_affected;
-    erased.api_keys += api_key::Entity::delete_many()
-        .filter(api_key::Column::TenantId.eq(tenant_id))
-        .filter(api_key::Column::KnowledgeSpaceId.eq(space_id))
-        .exec(&txn)
-        .await?
-        .rows_affected;
-    erased.members += member::Entity::delete_many()
-        .filter(member::Column::TenantId.eq(tenant_id))
-        .filter(member::Column::KnowledgeSpaceId.eq(space_id))
-        .exec(&txn)
-        .await?
-        .rows_affected;
+    erased.webhook_endpoints += delete_in_space::<endpoint::Entity>(
+        &txn,
+        endpoint::Column::TenantId,
+        endpoint::Column::KnowledgeSpaceId,
+        tenant_id,
+        space_id,
+    )
+    .await?;
+    erased.permission_snapshots += delete_in_space::<snapshot::Entity>(
+        &txn,
+        snapshot::Column::TenantId,
+        snapshot::Column::KnowledgeSpaceId,
+        tenant_id,
+        space_id,
+    )
+    .await?;
+    erased.api_keys += delete_in_space::<api_key::Entity>(
+        &txn,
+        api_key::Column::TenantId,
+        api_key::Column::KnowledgeSpaceId,
+        tenant_id,
+        space_id,
+    )
+    .await?;
+    erased.members += delete_in_space::<member::Entity>(
+        &txn,
+        member::Column::TenantId,
+        member::Column::KnowledgeSpaceId,
+        tenant_id,
+        space_id,
+    )
+    .await?;
     erased.knowledge_spaces += space::Entity::delete_many()
         .filter(space::Column::TenantId.eq(tenant_id))
         .filter(space::Column::Id.eq(space_id))
@@ -230,6 +238,19 @@ pub async fn finish_space_deletion(
     txn.commit().await?;
     tracing::info!(knowledge_space.id = %space_id, erased = ?erased, "knowledge space deleted");
     Ok(erased)
+}
+
+/// Deletes the rows of `E` in one space (they have no dependants left); returns how many.
+async fn delete_in_space<E: EntityTrait>(
+    txn: &DatabaseTransaction,
+    tenant_column: E::Column,
+    space_column: E::Column,
+    tenant_id: &str,
+    space_id: Uuid,
+) -> Result<u64, LifecycleError> {
+    let deleted =
+        E::delete_many().filter(tenant_column.eq(tenant_id)).filter(space_column.eq(space_id)).exec(txn).await?;
+    Ok(deleted.rows_affected)
 }
 
 /// Finishes every space deletion an interrupted request left behind; returns how many.
