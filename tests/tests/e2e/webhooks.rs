@@ -108,9 +108,16 @@ async fn a_service_clients_completed_task_arrives_as_a_verified_standard_webhook
         ensure_eq!(data, ["answer_trace_id", "knowledge_space_id", "sequence", "stage", "task_id"]);
         ensure!(request.webhook_id().is_some_and(|id| id.starts_with("msg_")));
     }
-    // The endpoint's deliveries, as the API shows them.
-    let listed = deliveries(&api, &key, &endpoint_id).await?;
-    ensure!(listed.iter().all(|row| row["status"] == "DELIVERED" && row["attempts"] == 1), "{listed:#?}");
+    // The endpoint's deliveries, as the API shows them. The sender records a delivery's
+    // outcome just after the receiver answered it, so the last one may still be settling.
+    let mut listed = Vec::new();
+    let settled =
+        kfs_tests::process::wait_until(Duration::from_secs(10), "every delivery to be recorded", async || {
+            listed = deliveries(&api, &key, &endpoint_id).await?;
+            Ok(listed.iter().all(|row| row["status"] == "DELIVERED"))
+        })
+        .await;
+    ensure!(settled.is_ok() && listed.iter().all(|row| row["attempts"] == 1), "{listed:#?}");
     ensure!(listed.iter().any(|row| row["stage"] == "COMPLETED"));
     let ids: Vec<&str> = received.iter().filter_map(|request| request.webhook_id()).collect();
     ensure!(listed.iter().all(|row| ids.contains(&row["webhookId"].as_str().unwrap_or_default())));

@@ -150,6 +150,11 @@ pub async fn heartbeat_many(
         if result.rows_affected == chunk.len() as u64 {
             continue;
         }
+        // None renewed (a single lease that was canceled, most often): all lost, no lookup.
+        if result.rows_affected == 0 {
+            lost.extend(chunk.iter().map(|(id, _)| *id));
+            continue;
+        }
         let held: std::collections::HashSet<Uuid> = job::Entity::find()
             .select_only()
             .column(job::Column::Id)

@@ -157,7 +157,9 @@ async fn keep(inner: Weak<Inner>, notifier: Notifier) {
         } else {
             named.retain(|id| inner.holds(*id));
             if !named.is_empty() {
-                inner.renew(Some(&named)).await;
+                // Off the loop: a cancel's check never waits behind a long renewal of
+                // every lease, nor the next signals behind this check.
+                tokio::spawn(async move { inner.renew(Some(&named)).await });
             }
         }
     }
