@@ -75,8 +75,14 @@ pub struct Entry<'a> {
 
 /// Appends `entry`, done by `actor`, at `now`.
 pub async fn record<C: ConnectionTrait>(conn: &C, actor: Actor<'_>, entry: Entry<'_>, now: i64) -> Result<(), DbErr> {
+    event::Entity::insert(row(actor, entry, now)).exec_without_returning(conn).await.map(drop)
+}
+
+/// The row `record` appends, for actions whose transaction the lifecycle owns (it inserts
+/// the row there).
+pub fn row(actor: Actor<'_>, entry: Entry<'_>, now: i64) -> event::ActiveModel {
     let caller = actor.principal;
-    let row = event::ActiveModel {
+    event::ActiveModel {
         id: Set(Uuid::now_v7()),
         tenant_id: Set(entry.tenant_id.to_owned()),
         knowledge_space_id: Set(entry.knowledge_space_id),
@@ -90,8 +96,7 @@ pub async fn record<C: ConnectionTrait>(conn: &C, actor: Actor<'_>, entry: Entry
         target_id: Set(entry.target_id),
         details: Set(entry.details),
         created_at: Set(now),
-    };
-    event::Entity::insert(row).exec_without_returning(conn).await.map(drop)
+    }
 }
 
 /// A newest-first page of events, of one tenant and one space when they are given.

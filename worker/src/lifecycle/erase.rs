@@ -10,13 +10,13 @@
 //! signal committed with the delete wakes that heartbeat (and ends live subscriptions)
 //! at once, in every process.
 use entity::{
-    answer_trace, api_key, knowledge_document as document, knowledge_space as space,
+    answer_trace, api_key, audit_event, knowledge_document as document, knowledge_space as space,
     knowledge_space_deletion as deletion, member, permission_snapshot as snapshot, research_task_job as job,
     webhook_endpoint as endpoint,
 };
 use sea_orm::sea_query::{Expr, ExprTrait as _, Query};
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction, EntityTrait, QueryFilter, QuerySelect,
+    ColumnTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbErr, EntityTrait, QueryFilter, QuerySelect,
 };
 use serde::Serialize;
 use uuid::Uuid;
@@ -64,28 +64,40 @@ impl std::ops::AddAssign for Erased {
     }
 }
 
-/// Deletes the task with its answer traces (and its grant, once nothing names it); false
-/// when there was no such task. The caller has checked it may.
-pub async fn delete_task(db: &DatabaseConnection, notifier: &Notifier, id: Uuid) -> Result<bool, LifecycleError> {
+/// Deletes the task with its answer traces (and its grant, once nothing names it), and
+/// appends `audit` (the record of the deletion) in the same transaction; false when there
+/// was no such task. The caller has checked it may.
+pub async fn delete_task(
+    db: &DatabaseConnection,
+    notifier: &Notifier,
+    id: Uuid,
+    audit: audit_event::ActiveModel,
+) -> Result<bool, LifecycleError> {
     let txn = begin_write(db).await?;
     let Some(task) = lock_job(&txn, id).await? else {
         return Ok(false);
     };
     let erased = delete_tasks(&txn, &[id]).await?;
+    audit_event::Entity::insert(audit).exec_without_returning(&txn).await?;
     drop_unreferenced_snapshots(&txn, &[task.permission_snapshot_id]).await?;
     commit_deleted(txn, notifier, &[id]).await?;
     tracing::info!(task.id = %id, answer_traces = erased.answer_traces, "task deleted");
     Ok(true)
 }
 
-/// Deletes one answer trace (and its grant, once nothing names it); false when there was
-/// no such trace.
-pub async fn delete_answer_trace(db: &DatabaseConnection, id: Uuid) -> Result<bool, LifecycleError> {
+/// Deletes one answer trace (and its grant, once nothing names it), appending `audit` in
+/// the same transaction; false when there was no such trace.
+pub async fn delete_answer_trace(
+    db: &DatabaseConnection,
+    id: Uuid,
+    audit: audit_event::ActiveModel,
+) -> Result<bool, LifecycleError> {
     let txn = begin_write(db).await?;
     let Some(trace) = answer_trace::Entity::find_by_id(id).one(&txn).await? else {
         return Ok(false);
     };
     answer_trace::Entity::delete_by_id(id).exec(&txn).await?;
+    audit_event::Entity::insert(audit).exec_without_returning(&txn).await?;
     if let Some(snapshot_id) = trace.permission_snapshot_id {
         drop_unreferenced_snapshots(&txn, &[snapshot_id]).await?;
     }
@@ -142,17 +154,10 @@ pub async fn finish_space_deletion(
     space_id: Uuid,
 ) -> Result<Erased, LifecycleError> {
     let mut erased = Erased::default();
+    let in_space = |limit| ids_in_space(db, tenant_id, space_id, Some(limit));
     // Tasks first, with their traces; their journals and deliveries go by cascade.
     loop {
-        let ids: Vec<Uuid> = job::Entity::find()
-            .select_only()
-            .column(job::Column::Id)
-            .filter(job::Column::TenantId.eq(tenant_id))
-            .filter(job::Column::KnowledgeSpaceId.eq(space_id))
-            .limit(BATCH)
-            .into_tuple()
-            .all(db)
-            .await?;
+        let ids = in_space(BATCH).tasks().await?;
         if ids.is_empty() {
             break;
         }
@@ -162,40 +167,39 @@ pub async fn finish_space_deletion(
     }
     // The remaining traces (of tasks already gone, or written without one).
     loop {
-        let ids: Vec<Uuid> = answer_trace::Entity::find()
-            .select_only()
-            .column(answer_trace::Column::Id)
-            .filter(answer_trace::Column::TenantId.eq(tenant_id))
-            .filter(answer_trace::Column::KnowledgeSpaceId.eq(space_id))
-            .limit(BATCH)
-            .into_tuple()
-            .all(db)
-            .await?;
+        let ids = in_space(BATCH).traces().await?;
         if ids.is_empty() {
             break;
         }
-        let deleted = answer_trace::Entity::delete_many().filter(answer_trace::Column::Id.is_in(ids)).exec(db).await?;
-        erased.answer_traces += deleted.rows_affected;
+        erased.answer_traces += answer_trace::Entity::delete_many()
+            .filter(answer_trace::Column::Id.is_in(ids))
+            .exec(db)
+            .await?
+            .rows_affected;
     }
-    // Documents one batch at a time: each takes its passages and embeddings with it.
+    // Documents a few at a time: each takes its passages and embeddings with it.
     loop {
-        let ids: Vec<Uuid> = document::Entity::find()
-            .select_only()
-            .column(document::Column::Id)
-            .filter(document::Column::TenantId.eq(tenant_id))
-            .filter(document::Column::KnowledgeSpaceId.eq(space_id))
-            .limit(BATCH / 4)
-            .into_tuple()
-            .all(db)
-            .await?;
+        let ids = in_space(BATCH / 4).documents().await?;
         if ids.is_empty() {
             break;
         }
-        let deleted = document::Entity::delete_many().filter(document::Column::Id.is_in(ids)).exec(db).await?;
-        erased.documents += deleted.rows_affected;
+        erased.documents +=
+            document::Entity::delete_many().filter(document::Column::Id.is_in(ids)).exec(db).await?.rows_affected;
     }
-    // What is left is small and has no dependants but each other: one transaction.
+    // What is left is small and has no dependants but each other: one transaction. A task
+    // created by a request that passed its access check just before the seal may have
+    // committed since; it goes here, before the grants it names.
     let txn = begin_write(db).await?;
+    let late = ids_in_space(&txn, tenant_id, space_id, None).tasks().await?;
+    erased += delete_tasks(&txn, &late).await?;
+    erased.answer_traces += delete_in_space::<answer_trace::Entity>(
+        &txn,
+        answer_trace::Column::TenantId,
+        answer_trace::Column::KnowledgeSpaceId,
+        tenant_id,
+        space_id,
+    )
+    .await?;
     erased.webhook_endpoints += delete_in_space::<endpoint::Entity>(
         &txn,
         endpoint::Column::TenantId,
@@ -235,9 +239,60 @@ pub async fn finish_space_deletion(
         .await?
         .rows_affected;
     deletion::Entity::delete_by_id(space_id).exec(&txn).await?;
-    txn.commit().await?;
+    commit_deleted(txn, notifier, &late).await?;
     tracing::info!(knowledge_space.id = %space_id, erased = ?erased, "knowledge space deleted");
     Ok(erased)
+}
+
+/// The ids of one space's rows of a kind (up to `limit`, or all), for deleting them in
+/// batches.
+struct InSpace<'a, C> {
+    conn: &'a C,
+    tenant_id: &'a str,
+    space_id: Uuid,
+    limit: Option<u64>,
+}
+
+fn ids_in_space<'a, C: ConnectionTrait>(
+    conn: &'a C,
+    tenant_id: &'a str,
+    space_id: Uuid,
+    limit: Option<u64>,
+) -> InSpace<'a, C> {
+    InSpace { conn, tenant_id, space_id, limit }
+}
+
+impl<C: ConnectionTrait> InSpace<'_, C> {
+    async fn ids<E: EntityTrait>(
+        &self,
+        id: E::Column,
+        tenant: E::Column,
+        space: E::Column,
+    ) -> Result<Vec<Uuid>, DbErr> {
+        E::find()
+            .select_only()
+            .column(id)
+            .filter(tenant.eq(self.tenant_id))
+            .filter(space.eq(self.space_id))
+            .limit(self.limit)
+            .into_tuple()
+            .all(self.conn)
+            .await
+    }
+
+    async fn tasks(&self) -> Result<Vec<Uuid>, DbErr> {
+        self.ids::<job::Entity>(job::Column::Id, job::Column::TenantId, job::Column::KnowledgeSpaceId).await
+    }
+
+    async fn traces(&self) -> Result<Vec<Uuid>, DbErr> {
+        use answer_trace::Column;
+        self.ids::<answer_trace::Entity>(Column::Id, Column::TenantId, Column::KnowledgeSpaceId).await
+    }
+
+    async fn documents(&self) -> Result<Vec<Uuid>, DbErr> {
+        use document::Column;
+        self.ids::<document::Entity>(Column::Id, Column::TenantId, Column::KnowledgeSpaceId).await
+    }
 }
 
 /// Deletes the rows of `E` in one space (they have no dependants left); returns how many.

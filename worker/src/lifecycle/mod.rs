@@ -41,16 +41,21 @@ pub use lease::{
 pub use quota::{QuotaRefusal, Quotas};
 pub use retention::{Pruned, prune};
 
-/// Makes a dead outbox row pending again (an operator's redelivery); false when the row
-/// is not dead or does not exist.
+/// Makes a dead outbox row pending again (an operator's redelivery), appending `audit`
+/// in the same transaction when it did; false when the row is not dead or does not exist.
 pub async fn redeliver_outbox(
     db: &sea_orm::DatabaseConnection,
     notifier: &crate::notify::Notifier,
     id: uuid::Uuid,
     now: i64,
+    audit: entity::audit_event::ActiveModel,
 ) -> Result<bool, LifecycleError> {
+    use sea_orm::EntityTrait as _;
     let txn = crate::db::begin_write(db).await?;
     let redelivered = delivery::redeliver_dead(&txn, id, now).await?;
+    if redelivered {
+        entity::audit_event::Entity::insert(audit).exec_without_returning(&txn).await?;
+    }
     txn.commit().await?;
     if redelivered {
         notifier.work_due();

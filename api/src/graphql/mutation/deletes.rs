@@ -31,9 +31,6 @@ impl DeleteMutation {
         let run = async {
             let (caller, app) = (principal(ctx)?, state(ctx)?);
             let task = visible_task(&app.db, caller, id).await?.ok_or(ApiError::NotFound)?;
-            if !lifecycle::delete_task(&app.db, &app.notifier, id).await? {
-                return Err(ApiError::NotFound);
-            }
             let entry = audit::Entry {
                 tenant_id: &task.tenant_id,
                 knowledge_space_id: Some(task.knowledge_space_id),
@@ -42,7 +39,10 @@ impl DeleteMutation {
                 target_id: Some(id.to_string()),
                 details: json!({ "stage": task.stage }),
             };
-            audit::record(&app.db, actor(ctx)?, entry, entity::now_millis()).await?;
+            let record = audit::row(actor(ctx)?, entry, entity::now_millis());
+            if !lifecycle::delete_task(&app.db, &app.notifier, id, record).await? {
+                return Err(ApiError::NotFound);
+            }
             Ok(true)
         };
         run.await.gql()
@@ -53,9 +53,6 @@ impl DeleteMutation {
         let run = async {
             let (caller, app) = (principal(ctx)?, state(ctx)?);
             let trace = visible_trace(&app.db, caller, id).await?.ok_or(ApiError::NotFound)?;
-            if !lifecycle::delete_answer_trace(&app.db, id).await? {
-                return Err(ApiError::NotFound);
-            }
             let entry = audit::Entry {
                 tenant_id: &trace.tenant_id,
                 knowledge_space_id: Some(trace.knowledge_space_id),
@@ -64,7 +61,10 @@ impl DeleteMutation {
                 target_id: Some(id.to_string()),
                 details: json!({}),
             };
-            audit::record(&app.db, actor(ctx)?, entry, entity::now_millis()).await?;
+            let record = audit::row(actor(ctx)?, entry, entity::now_millis());
+            if !lifecycle::delete_answer_trace(&app.db, id, record).await? {
+                return Err(ApiError::NotFound);
+            }
             Ok(true)
         };
         run.await.gql()

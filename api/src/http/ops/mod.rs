@@ -104,23 +104,19 @@ pub async fn redeliver(State(state): State<AppState>, headers: HeaderMap, Path(i
         return not_found();
     };
     let now = entity::now_millis();
-    match worker::lifecycle::redeliver_outbox(&state.db, &state.notifier, id, now).await {
-        Ok(true) => {
-            let request_id = crate::http::request_id::of(&headers);
-            let actor = audit::Actor { principal: &principal, request_id: request_id.as_ref() };
-            let entry = audit::Entry {
-                tenant_id: &principal.tenant_id,
-                knowledge_space_id: None,
-                action: audit::action::OUTBOX_REDELIVERED,
-                target_type: "research_task_outbox",
-                target_id: Some(id.to_string()),
-                details: json!({}),
-            };
-            if let Err(error) = audit::record(&state.db, actor, entry, now).await {
-                tracing::error!(error = %error, "recording an operator's redelivery in the audit log failed");
-            }
-            axum::Json(json!({ "redelivered": true })).into_response()
-        }
+    let request_id = crate::http::request_id::of(&headers);
+    let actor = audit::Actor { principal: &principal, request_id: request_id.as_ref() };
+    let entry = audit::Entry {
+        tenant_id: &principal.tenant_id,
+        knowledge_space_id: None,
+        action: audit::action::OUTBOX_REDELIVERED,
+        target_type: "research_task_outbox",
+        target_id: Some(id.to_string()),
+        details: json!({}),
+    };
+    match worker::lifecycle::redeliver_outbox(&state.db, &state.notifier, id, now, audit::row(actor, entry, now)).await
+    {
+        Ok(true) => axum::Json(json!({ "redelivered": true })).into_response(),
         Ok(false) => not_found(),
         Err(error) => {
             tracing::error!(error = %error, "redelivering an outbox row failed");
