@@ -7,6 +7,7 @@
 //! fetch's timeout, and for a few seconds after a failure without asking again: a clear
 //! UNAUTHENTICATED, never a request hanging on the provider.
 use std::str::FromStr as _;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -83,6 +84,8 @@ struct Inner {
     settings: JwksSettings,
     current: RwLock<Option<Arc<KeySet>>>,
     fetching: tokio::sync::Mutex<FetchState>,
+    /// Whether a background refresh of a stale set is under way.
+    refreshing: AtomicBool,
 }
 
 /// The cached keys of one issuer.
@@ -104,6 +107,7 @@ impl JwksCache {
             settings,
             current: RwLock::new(None),
             fetching: tokio::sync::Mutex::new(FetchState::default()),
+            refreshing: AtomicBool::new(false),
         };
         Ok(Self { inner: Arc::new(inner) })
     }
@@ -117,9 +121,13 @@ impl JwksCache {
             Some(set) => set,
             None => inner.fetch(Reason::Cold).await.ok_or(ApiError::Unauthenticated)?,
         };
-        if set.fetched_at.elapsed() > inner.settings.max_age {
+        // One background refresh at a time, not one spawned task per request while it runs.
+        if set.fetched_at.elapsed() > inner.settings.max_age && !inner.refreshing.swap(true, Ordering::AcqRel) {
             let inner = self.inner.clone();
-            tokio::spawn(async move { inner.fetch(Reason::Stale).await });
+            tokio::spawn(async move {
+                inner.fetch(Reason::Stale).await;
+                inner.refreshing.store(false, Ordering::Release);
+            });
         }
         let found = candidates(&set, kid, alg);
         // Only a kid the set lacks altogether is news of a rotation; a known kid under

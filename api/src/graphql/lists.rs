@@ -1,5 +1,6 @@
-//! The top-level lists whose rows each carry their own grant. Rows whose grant no longer
-//! holds are skipped, so a page may need more than one fetch; the scan stops after
+//! The top-level lists whose rows each carry their own grant. Tasks are filtered by their
+//! grant in the page query itself. Traces whose grant no longer holds are skipped, so a
+//! page may need more than one fetch; the scan stops after
 //! `MAX_SCANS` fetches to bound the work one request can cause. Each fetch checks the
 //! grants of all its rows at once.
 use async_graphql::connection::Connection;
@@ -29,15 +30,6 @@ trait Granted {
     fn snapshot_id(&self) -> Option<Uuid>;
 }
 
-impl Granted for job::Model {
-    fn key(&self) -> PageKey {
-        PageKey { at: self.updated_at, id: self.id }
-    }
-    fn snapshot_id(&self) -> Option<Uuid> {
-        Some(self.permission_snapshot_id)
-    }
-}
-
 impl Granted for answer_trace::Model {
     fn key(&self) -> PageKey {
         PageKey { at: self.created_at, id: self.id }
@@ -57,13 +49,14 @@ pub async fn research_tasks(
     args: PageArgs,
 ) -> Result<Connection<String, ResearchTask>, ApiError> {
     // The page query keeps only rows whose grant holds, so one fetch fills the page.
+    let key = |task: &job::Model| PageKey { at: task.updated_at, id: task.id };
     if space_access(db, principal, space_id).await?.is_none() {
-        return Ok(relay::build(&args, Vec::new(), false, Granted::key, ResearchTask));
+        return Ok(relay::build(&args, Vec::new(), false, key, ResearchTask));
     }
     let (tenant, subject) = (&principal.tenant_id, &principal.subject_id);
     let now = entity::now_millis();
     let rows = tasks::page(db, tenant, space_id, subject, stages.as_deref(), args.after, args.fetch(), now).await?;
-    Ok(relay::build(&args, rows, false, Granted::key, ResearchTask))
+    Ok(relay::build(&args, rows, false, key, ResearchTask))
 }
 
 /// One page of the caller's visible answer traces in a space, newest first.

@@ -179,6 +179,9 @@ impl QueryRoot {
         let run = async {
             let (caller, app) = (principal(ctx)?, state(ctx)?);
             let args = PageArgs::parse(first, after)?;
+            if let Some(tenant) = &tenant_id {
+                super::limits::text("tenantId", tenant, super::limits::MAX_NAME_CHARS)?;
+            }
             let (tenant, space) = if app.is_operator(caller) {
                 (tenant_id, knowledge_space_id)
             } else {

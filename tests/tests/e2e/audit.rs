@@ -142,8 +142,31 @@ async fn security_actions_are_recorded_with_actor_and_request_and_read_only_by_o
     ensure_eq!(api.code(Some(&alice), LOG, json!({})).await?, "BAD_USER_INPUT");
     ensure_eq!(api.code(Some(&alice), LOG, json!({ "space": space, "tenant": "x" })).await?, "BAD_USER_INPUT");
     ensure_eq!(api.code(Some(&alice), LOG, json!({ "space": space, "first": 101 })).await?, "BAD_USER_INPUT");
+    ensure_eq!(
+        api.code(Some(&alice), LOG, json!({ "space": space, "after": "not-a-cursor" })).await?,
+        "BAD_USER_INPUT"
+    );
     // Operators read across spaces, filtered by tenant.
     let operator = TestServer::token("ops-admin", "operators");
+    let huge = "t".repeat(100_000);
+    ensure_eq!(api.code(Some(&operator), LOG, json!({ "tenant": huge })).await?, "BAD_USER_INPUT", "a huge tenantId");
+    ensure_eq!(api.code(Some(&operator), LOG, json!({ "tenant": "nul\u{0}" })).await?, "BAD_USER_INPUT", "a NUL");
+    // A request id that is no sane token is replaced, never recorded as sent.
+    let hostile_id = "x".repeat(4_000);
+    let response = api
+        .server
+        .http
+        .post(api.server.graphql_url())
+        .bearer_auth(&alice)
+        .header("x-request-id", &hostile_id)
+        .json(&json!({ "query": "mutation($space: UUID!) { removeKnowledgeSpaceMember(knowledgeSpaceId: $space, subjectId: \"carol\") }", "variables": { "space": space } }))
+        .send()
+        .await?;
+    let assigned =
+        response.headers().get("x-request-id").and_then(|value| value.to_str().ok()).unwrap_or_default().to_owned();
+    ensure!(assigned.len() == 36 && assigned != hostile_id, "the hostile id was kept: {assigned}");
+    let newest = api.data(Some(&alice), LOG, json!({ "space": space, "first": 1 })).await?;
+    ensure_eq!(newest["auditEvents"]["edges"][0]["node"]["requestId"], json!(assigned));
     let everything = api.data(Some(&operator), LOG, json!({ "tenant": api.tenant, "first": 100 })).await?;
     ensure!(actions(&everything).len() >= 8, "{everything}");
     ensure!(

@@ -241,6 +241,27 @@ async fn a_provider_that_is_down_is_served_from_a_warm_cache_and_refused_promptl
         ensure_eq!(viewer(&warm, &token).await?, Ok("user-1".to_owned()), "warm cache, provider {outage:?}");
     }
 
+    // A set past its age is refreshed in the background, once, however many requests see
+    // it stale, and keeps serving while the provider hangs.
+    provider.outage(None);
+    let aging = TestServer::start_with(&db.url, |settings| {
+        trusting(&provider)(settings);
+        settings.jwks_max_age_seconds = 1;
+    })
+    .await?;
+    ensure_eq!(viewer(&aging, &token).await?, Ok("user-1".to_owned()), "the first fetch");
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    provider.outage(Some(Outage::Hang));
+    let before_burst = provider.fetches();
+    let burst = (0..20).map(|_| viewer(&aging, &token));
+    for answer in futures_util::future::join_all(burst).await {
+        ensure_eq!(answer?, Ok("user-1".to_owned()), "a stale set serves while the provider hangs");
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    ensure_eq!(provider.fetches(), before_burst + 1, "one background refresh for the whole burst");
+    aging.stop().await;
+    provider.outage(Some(Outage::Hang));
+
     // A server that never saw the set, while the provider hangs: refused after the fetch
     // timeout (500 ms here), and the requests right after it without asking again.
     let cold = TestServer::start_with(&db.url, trusting(&provider)).await?;

@@ -102,17 +102,17 @@ impl Inner {
         }
         match lifecycle::heartbeat_many(&self.db, &leases, self.settings.lease_ms, self.clock.now()).await {
             Ok(lost) => {
+                let checked: HashMap<Uuid, Uuid> = leases.into_iter().collect();
                 let held = self.held.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                 for id in lost {
-                    let renewed_token = leases.iter().find(|(lease_id, _)| *lease_id == id).map(|(_, token)| *token);
                     // Only the lease that was checked: a new claim since holds a new token.
-                    if let Some(entry) = held.get(&id).filter(|entry| Some(entry.token) == renewed_token) {
+                    if let Some(entry) = held.get(&id).filter(|entry| checked.get(&id) == Some(&entry.token)) {
                         entry.lost.cancel();
                     }
                 }
             }
             // A missed beat is not fatal: the leases have slack, and every write is fenced.
-            Err(error) => tracing::warn!(error = %error, leases = leases.len(), "renewing leases failed"),
+            Err(error) => tracing::warn!(error = %error, "renewing leases failed"),
         }
     }
 
