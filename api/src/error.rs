@@ -161,7 +161,9 @@ impl From<LifecycleError> for ApiError {
                 limit: refusal.limit,
                 resets_at: refusal.resets_at,
             },
+            // Worker-only outcomes: no API path holds a lease or commits a stage boundary.
             LifecycleError::LeaseLost => Self::internal(anyhow::anyhow!("lease lost on an API path")),
+            LifecycleError::GrantDenied(_) => Self::internal(anyhow::anyhow!("a stage boundary on an API path")),
             LifecycleError::Database(error) => error.into(),
         }
     }

@@ -69,9 +69,20 @@ async fn listen(
             notifier.work_due();
             continue;
         }
-        match serde_json::from_str::<TaskSignal>(notification.payload()) {
-            Ok(signal) => notifier.publish(signal),
+        // One task's signal, or (from a commit that changed several, such as a batch of
+        // claims) a list of them.
+        match serde_json::from_str::<Signals>(notification.payload()) {
+            Ok(Signals::One(signal)) => notifier.publish(signal),
+            Ok(Signals::Many(signals)) => signals.into_iter().for_each(|signal| notifier.publish(signal)),
             Err(error) => tracing::warn!(error = %error, "ignoring a malformed notification"),
         }
     }
+}
+
+/// What a NOTIFY on [`CHANNEL`] carries.
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum Signals {
+    One(TaskSignal),
+    Many(Vec<TaskSignal>),
 }

@@ -25,6 +25,15 @@ pub struct TaskSignal {
     /// subscribers read it, and the worker running the task need not look.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub answer_draft: bool,
+    /// Whether the commit queued webhook deliveries: only then need a webhook loop look
+    /// before its next poll.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub webhooks: bool,
+    /// Whether the commit was the lease holder's own write under its lease (a checkpoint,
+    /// a completion, a failed attempt, a release): no other party took the lease, so lease
+    /// keepers need not look. Absent means they should.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub by_lease_holder: bool,
 }
 
 /// What this process's listeners hear.
@@ -100,6 +109,31 @@ pub async fn notify_in_transaction<C: ConnectionTrait>(txn: &C, signal: &TaskSig
         return Ok(());
     }
     let payload = serde_json::to_string(signal).map_err(|error| DbErr::Custom(error.to_string()))?;
+    queue_notify(txn, payload).await
+}
+
+/// The most task signals one NOTIFY carries (a list of them stays far under
+/// PostgreSQL's 8000-byte payload limit).
+pub const SIGNALS_PER_NOTIFY: usize = 32;
+
+/// [`notify_in_transaction`] for a commit that changed several tasks: one NOTIFY whose
+/// payload lists their signals (at most [`SIGNALS_PER_NOTIFY`]).
+pub async fn notify_many_in_transaction<C: ConnectionTrait>(txn: &C, signals: &[TaskSignal]) -> Result<(), DbErr> {
+    match signals {
+        [] => Ok(()),
+        [one] => notify_in_transaction(txn, one).await,
+        _ if txn.get_database_backend() != sea_orm::DatabaseBackend::Postgres => Ok(()),
+        _ => {
+            if signals.len() > SIGNALS_PER_NOTIFY {
+                return Err(DbErr::Custom(format!("{} signals in one NOTIFY", signals.len())));
+            }
+            let payload = serde_json::to_string(signals).map_err(|error| DbErr::Custom(error.to_string()))?;
+            queue_notify(txn, payload).await
+        }
+    }
+}
+
+async fn queue_notify<C: ConnectionTrait>(txn: &C, payload: String) -> Result<(), DbErr> {
     let statement = Statement::from_sql_and_values(
         sea_orm::DatabaseBackend::Postgres,
         "SELECT pg_notify($1, $2)",

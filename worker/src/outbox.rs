@@ -89,6 +89,8 @@ impl Publisher for InProcessPublisher {
                 partial_sequence: None,
                 work_available: true,
                 answer_draft: false,
+                webhooks: false,
+                by_lease_holder: false,
             });
         }
     }

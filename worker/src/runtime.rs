@@ -485,10 +485,9 @@ async fn forward_signals(
                         wake.lease.notify_one();
                         wake.outbox.notify_one();
                     }
-                    // A progress event may have queued webhook deliveries.
-                    if matches!(&signal, Signal::WorkDue)
-                        || matches!(&signal, Signal::Task(task) if task.progress_sequence.is_some())
-                    {
+                    // Only a commit that queued webhook deliveries (or a queue message,
+                    // which names none) wakes the webhook loop; its poll finds the rest.
+                    if matches!(&signal, Signal::WorkDue) || matches!(&signal, Signal::Task(task) if task.webhooks) {
                         wake.webhooks.notify_one();
                     }
                 }

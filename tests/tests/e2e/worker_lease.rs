@@ -19,6 +19,7 @@ pub fn tests() -> Vec<DbTest> {
         a_task_whose_leases_keep_lapsing_fails_after_its_attempts,
         a_paused_task_resumes_by_itself_once_resume_after_passes,
         one_batched_heartbeat_renews_every_lease_and_loses_only_the_stolen_one,
+        a_batch_of_claims_commits_in_chunks_and_every_other_process_hears_each_one,
     ]
 }
 
@@ -73,7 +74,9 @@ async fn stale_worker_cannot_commit_after_lease_expires(db: TestDb) -> anyhow::R
     let notifier = Notifier::new();
     let now = now_millis();
     let stale = lifecycle::claim_due(&db.db, &notifier, "worker-a", LEASE_MS, 1, now).await?;
-    let stale = stale.first().ok_or_else(|| anyhow::anyhow!("first claim failed"))?.lease.clone();
+    let stale = stale.first().ok_or_else(|| anyhow::anyhow!("first claim failed"))?;
+    // What the stale worker believes the row is: its claim's copy.
+    let (stale, believed) = (stale.lease.clone(), stale.job.clone());
     let later = now + LEASE_MS + 1;
     let fresh = lifecycle::claim_due(&db.db, &notifier, "worker-b", LEASE_MS, 1, later).await?;
     anyhow::ensure!(fresh.len() == 1, "the expired lease was not re-claimed");
@@ -92,11 +95,14 @@ async fn stale_worker_cannot_commit_after_lease_expires(db: TestDb) -> anyhow::R
         payload: json!({}),
     };
     lost(
-        lifecycle::checkpoint(&db.db, &notifier, &stale, LEASE_MS, step, entity::now_millis()).await.map(|_| ()),
+        lifecycle::checkpoint(&db.db, &notifier, &stale, &believed, LEASE_MS, step, entity::now_millis())
+            .await
+            .map(|_| ()),
         "checkpoint",
     )?;
     let done = Completion { answer: "stale".into(), evidence: json!([]), cost_delta: json!({}), payload: json!(null) };
-    lost(lifecycle::complete(&db.db, &notifier, &stale, done, entity::now_millis()).await.map(|_| ()), "complete")?;
+    let completed = lifecycle::complete(&db.db, &notifier, &stale, &believed, done, entity::now_millis()).await;
+    lost(completed.map(|_| ()), "complete")?;
     let failure = Failure { message: "stale".into(), retryable: false, cost_delta: json!({}) };
     let policy = RetryPolicy { base_ms: 10, cap_ms: 10 };
     lost(
@@ -269,5 +275,62 @@ async fn one_batched_heartbeat_renews_every_lease_and_loses_only_the_stolen_one(
         .map_err(|_| anyhow::anyhow!("the canceled task's lease was not found lost"))?;
     drop(holdings);
     anyhow::ensure!(keeper.is_empty(), "dropped holdings leave nothing to renew");
+    Ok(())
+}
+
+/// 70 due tasks claimed in one step commit in chunks (one transaction and one NOTIFY per
+/// chunk): each is leased once with its own token, its `started` event and its delivery
+/// leased, and another process's listener hears a signal for every one of them.
+async fn a_batch_of_claims_commits_in_chunks_and_every_other_process_hears_each_one(db: TestDb) -> anyhow::Result<()> {
+    use std::collections::HashSet;
+    use std::time::Duration;
+
+    const TASKS: usize = 70;
+    let owner = fixtures::task(&db).await?.member;
+    for _ in 1..TASKS {
+        fixtures::job(&db, &owner, entity::AccessChannel::Interactive).await?;
+    }
+    // Another process: its own pool and notifier, fed only by LISTEN (PostgreSQL).
+    let elsewhere = Notifier::new();
+    let mut heard = elsewhere.subscribe();
+    let other_pool = worker::db::connect(&db.url).await?;
+    let (shutdown, tracker) = (worker::runtime::CancellationToken::new(), worker::runtime::TaskTracker::new());
+    worker::listener::spawn_postgres_listener(&other_pool, elsewhere.clone(), || {}, shutdown.clone(), &tracker);
+    // Let the listener subscribe before anything commits.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let claimed = lifecycle::claim_due(&db.db, &Notifier::new(), "batch", LEASE_MS, 100, now_millis()).await?;
+    kfs_tests::ensure_eq!(claimed.len(), TASKS);
+    let tokens: HashSet<_> = claimed.iter().map(|one| one.lease.token).collect();
+    kfs_tests::ensure_eq!(tokens.len(), TASKS);
+    for one in &claimed {
+        let row = reload(&db, one.job.id).await?;
+        anyhow::ensure!(row.lease_token == Some(one.lease.token) && row.stage == Stage::Planning, "{row:?}");
+        let keys: Vec<String> = events(&db, one.job.id).await?.into_iter().map(|event| event.idempotency_key).collect();
+        kfs_tests::ensure_eq!(keys, vec!["started".to_owned()]);
+        let delivery =
+            outbox::Entity::find().filter(outbox::Column::ResearchTaskJobId.eq(one.job.id)).one(&db.db).await?;
+        kfs_tests::ensure_eq!(delivery.map(|row| row.status), Some(OutboxStatus::Leased));
+    }
+    if db.backend == kfs_tests::Backend::Postgres {
+        let wanted: HashSet<uuid::Uuid> = claimed.iter().map(|one| one.job.id).collect();
+        let mut signaled = HashSet::new();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while signaled.len() < wanted.len() {
+            match tokio::time::timeout_at(deadline, heard.recv()).await {
+                Ok(Ok(worker::notify::Signal::Task(signal))) if signal.progress_sequence == Some(1) => {
+                    signaled.insert(signal.task_id);
+                }
+                Ok(Ok(_)) => {}
+                Ok(Err(error)) => anyhow::bail!("the listener's signals ended: {error}"),
+                Err(_) => anyhow::bail!("heard {} of {} claims from another process", signaled.len(), wanted.len()),
+            }
+        }
+        kfs_tests::ensure_eq!(signaled, wanted);
+    }
+    shutdown.cancel();
+    tracker.close();
+    tracker.wait().await;
+    other_pool.close().await?;
     Ok(())
 }

@@ -28,6 +28,7 @@ pub fn tests() -> Vec<DbTest> {
         pause_during_a_running_stage_stops_the_work_and_writes_nothing_after,
         a_revoked_api_key_fails_the_task_with_a_permission_error,
         a_removed_member_fails_the_task_with_a_permission_error,
+        a_grant_that_dies_during_a_stage_commits_nothing_of_that_stage,
         a_spent_budget_fails_the_task_with_a_clear_error,
         a_passed_limit_fails_the_task_with_a_clear_error,
     ]
@@ -223,6 +224,37 @@ async fn a_removed_member_fails_the_task_with_a_permission_error(db: TestDb) -> 
     let outcomes =
         run_due(&pipeline(&db, &notifier, "worker-a", Some(engine)), &Stop::default(), now_millis()).await?.1;
     expect_failed(&db, task.id, &outcomes, "membership").await
+}
+
+/// The boundary after a stage checks the grant in the checkpoint's own fenced statement:
+/// a grant that died while the stage ran keeps the stage's outputs (its partial results,
+/// or the answer trace) from ever being written, and the task fails with the denial.
+async fn a_grant_that_dies_during_a_stage_commits_nothing_of_that_stage(db: TestDb) -> anyhow::Result<()> {
+    for stage in [Stage::Retrieving, Stage::Generating] {
+        let (space, _owner, _documents) = space_with_documents(&db).await?;
+        let key = fixtures::api_key(&db, &space).await?;
+        let notifier = Notifier::new();
+        let task = create_task(&db, &notifier, key_grant(&key), Ask::default()).await?;
+        let engine = Scripted::new(&db, stage, Act::RevokeKey(key.id));
+        let outcomes =
+            run_due(&pipeline(&db, &notifier, "worker-a", Some(engine)), &Stop::default(), now_millis()).await?.1;
+        expect_failed(&db, task.id, &outcomes, "revoked").await?;
+        let keys: Vec<String> = events(&db, task.id).await?.into_iter().map(|event| event.idempotency_key).collect();
+        let written: Vec<String> =
+            partials(&db, task.id).await?.into_iter().map(|partial| partial.idempotency_key).collect();
+        let boundary = format!("stage:{}", stage.as_str());
+        kfs_tests::ensure_eq!(keys.last().map(String::as_str), Some("failed"));
+        anyhow::ensure!(
+            keys.get(keys.len().saturating_sub(2)) == Some(&boundary),
+            "{stage:?}: the last boundary committed should be the one into the stage: {keys:?}"
+        );
+        if stage == Stage::Retrieving {
+            anyhow::ensure!(written.is_empty(), "retrieval results written under a dead grant: {written:?}");
+        } else {
+            anyhow::ensure!(written.iter().any(|key| key == "evidence"), "analysis committed before: {written:?}");
+        }
+    }
+    Ok(())
 }
 
 async fn a_spent_budget_fails_the_task_with_a_clear_error(db: TestDb) -> anyhow::Result<()> {

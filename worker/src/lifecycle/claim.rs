@@ -15,11 +15,12 @@ use uuid::Uuid;
 
 use super::fair;
 pub use super::fair::{Caps, Fairness, Pair};
+use super::journal::Appended;
 use super::lease::{Claimed, Lease, fail_row};
-use super::row::{commit, signal, touch};
+use super::row::{commit_many, event_signal, signal, touch};
 use super::{LifecycleError, append_progress_event, delivery};
 use crate::db::{begin_write, is_postgres};
-use crate::notify::{Notifier, TaskSignal};
+use crate::notify::{Notifier, SIGNALS_PER_NOTIFY, TaskSignal};
 
 /// Leases up to `batch` due jobs for `worker_id` with no caps and no memory of earlier
 /// claims ([`claim_fairly`] with a fresh [`Fairness`]): what tests and one-off callers use.
@@ -59,8 +60,12 @@ pub struct Claim<'a> {
 /// jobs stay queued). The work is one query for the pairs with unfinished work, one for
 /// what runs, and an indexed probe per pair tried: never a scan of the backlog.
 ///
-/// Each job is claimed in its own transaction: a commit then carries exactly one task's
-/// events and one NOTIFY, and SQLite's write lock is held for one job at a time.
+/// Claims commit in chunks of up to [`SIGNALS_PER_NOTIFY`]: one transaction, one commit
+/// and one NOTIFY (listing the chunk's signals) for many leases, so a worker with
+/// thousands of free slots fills them at the database's statement rate, not at one commit
+/// per lease. SQLite's write lock is held for one chunk at a time. Under caps each claim
+/// commits alone: the cap check takes its tenant's lock, and a transaction holding two
+/// tenants' locks could deadlock with another worker taking them in the other order.
 #[tracing::instrument(name = "claim", level = "debug", skip_all, fields(worker_id = %claim.worker_id, batch = claim.batch))]
 pub async fn claim_fairly(
     db: &DatabaseConnection,
@@ -79,7 +84,9 @@ pub async fn claim_fairly(
     }
     let mut running = fair::running(db, now).await?;
     fairness.forget_all_but(&pairs);
-    while (claimed.len() as u64) < claim.batch && !pairs.is_empty() {
+    let per_commit = if claim.caps.is_unlimited() { SIGNALS_PER_NOTIFY } else { 1 };
+    let mut chunk = Chunk { txn: begin_write(db).await?, signals: Vec::new(), leased: Vec::new() };
+    while (claimed.len() + chunk.leased.len()) < claim.batch as usize && !pairs.is_empty() {
         pairs.sort_by_cached_key(|pair| fairness.order(pair, &running));
         // The first pair in line with a due job gets the lease; pairs without one (or at
         // their cap) are out for the rest of this step.
@@ -90,22 +97,21 @@ pub async fn claim_fairly(
                 pairs.remove(0);
                 continue;
             }
-            let txn = begin_write(db).await?;
-            if !claim.caps.is_unlimited() && fair::over_cap_now(&txn, &pair, claim.caps, now).await? {
+            if !claim.caps.is_unlimited() && fair::over_cap_now(&chunk.txn, &pair, claim.caps, now).await? {
                 metrics::counter!("claims_deferred_by_cap_total").increment(1);
-                txn.rollback().await?;
+                // The chunk is empty under caps; rolling it back releases the tenant's lock.
+                chunk = Chunk::begin(db, chunk.commit(notifier).await?, &mut claimed).await?;
                 pairs.remove(0);
                 continue;
             }
-            match next_due(&txn, &pair, now).await? {
+            match next_due(&chunk.txn, &pair, now).await? {
                 Some(due) => {
-                    let (outcome, signal) = claim_one(&txn, due, claim.worker_id, claim.lease_ms, now).await?;
-                    commit(txn, notifier, signal).await?;
+                    let (outcome, signal) = claim_one(&chunk.txn, due, claim.worker_id, claim.lease_ms, now).await?;
+                    chunk.signals.push(signal);
                     leased = Some((pair, outcome));
                     break;
                 }
                 None => {
-                    txn.rollback().await?;
                     pairs.remove(0);
                 }
             }
@@ -115,10 +121,43 @@ pub async fn claim_fairly(
         fairness.served(&pair);
         if let Some(one) = outcome {
             running.add(&pair);
-            claimed.push(one);
+            chunk.leased.push(one);
+        }
+        if chunk.signals.len() >= per_commit {
+            chunk = Chunk::begin(db, chunk.commit(notifier).await?, &mut claimed).await?;
         }
     }
+    claimed.extend(chunk.commit(notifier).await?);
     Ok(claimed)
+}
+
+/// Claims written in one transaction, not yet committed.
+struct Chunk {
+    txn: DatabaseTransaction,
+    signals: Vec<TaskSignal>,
+    leased: Vec<Claimed>,
+}
+
+impl Chunk {
+    /// Adds what the last chunk leased to `claimed` and begins the next.
+    async fn begin(
+        db: &DatabaseConnection,
+        committed: Vec<Claimed>,
+        claimed: &mut Vec<Claimed>,
+    ) -> Result<Self, LifecycleError> {
+        claimed.extend(committed);
+        Ok(Self { txn: begin_write(db).await?, signals: Vec::new(), leased: Vec::new() })
+    }
+
+    /// Commits the chunk's claims (or rolls back an empty one) and returns its leases.
+    async fn commit(self, notifier: &Notifier) -> Result<Vec<Claimed>, LifecycleError> {
+        if self.signals.is_empty() {
+            self.txn.rollback().await?;
+        } else {
+            commit_many(self.txn, notifier, self.signals).await?;
+        }
+        Ok(self.leased)
+    }
 }
 
 /// The oldest due job of one tenant's space, locked; other workers skip it on PostgreSQL
@@ -152,18 +191,20 @@ async fn claim_one(
     lease_ms: i64,
     now: i64,
 ) -> Result<(Option<Claimed>, TaskSignal), LifecycleError> {
-    let mut last_sequence = None;
+    // The last event this claim appends (webhooks are queued if any of them did).
+    let mut last: Option<Appended> = None;
     if due.stage == Stage::Paused {
-        let (resumed, sequence) = auto_resume(txn, &due, now).await?;
+        let (resumed, appended) = auto_resume(txn, &due, now).await?;
         due = resumed;
-        last_sequence = Some(sequence);
+        last = Some(appended);
     }
     if due.execution_attempts >= due.max_execution_attempts {
         let message =
             due.error.clone().unwrap_or_else(|| format!("gave up after {} execution attempts", due.execution_attempts));
-        let sequence = fail_row(txn, &due, &message, &json!({}), now).await?;
+        let failed = fail_row(txn, &due, &message, &json!({}), now).await?;
         metrics::counter!("research_tasks_ended_total", "stage" => "failed").increment(1);
-        return Ok((None, signal(due.id, Some(sequence), None, false)));
+        let webhooks = failed.webhooks || last.is_some_and(|resumed| resumed.webhooks);
+        return Ok((None, event_signal(due.id, Appended { webhooks, ..failed }, None, false)));
     }
 
     if due.stage == Stage::Queued {
@@ -191,13 +232,18 @@ async fn claim_one(
     let leased = row.update(txn).await?;
     if let Some(first) = started {
         let payload = json!({ "worker_id": worker_id, "attempt": leased.execution_attempts });
-        let sequence =
+        let started =
             append_progress_event(txn, &leased, ProgressEventType::Started, first, "started", payload, now).await?;
-        last_sequence = Some(sequence);
+        let webhooks = started.webhooks || last.is_some_and(|resumed| resumed.webhooks);
+        last = Some(Appended { webhooks, ..started });
     }
     delivery::mark_leased(txn, leased.id, now).await?;
     let lease = Lease { job_id: leased.id, token, worker_id: worker_id.to_owned() };
-    Ok((Some(Claimed { job: leased, lease }), signal(due.id, last_sequence, None, false)))
+    let signal = match last {
+        Some(appended) => event_signal(due.id, appended, None, false),
+        None => signal(due.id, None, None, false),
+    };
+    Ok((Some(Claimed { job: leased, lease }), signal))
 }
 
 /// A paused job whose `resume_after` passed goes back to the stage it left, with a new
@@ -206,7 +252,7 @@ async fn auto_resume(
     txn: &DatabaseTransaction,
     paused: &job::Model,
     now: i64,
-) -> Result<(job::Model, i32), LifecycleError> {
+) -> Result<(job::Model, Appended), LifecycleError> {
     let target = paused
         .stage
         .apply(entity::LifecycleCommand::Resume, paused.paused_from_stage)
@@ -222,6 +268,6 @@ async fn auto_resume(
     delivery::enqueue(txn, &resumed, now).await?;
     let key = format!("resumed:{}", resumed.row_version);
     let payload = json!({ "from_stage": Stage::Paused, "automatic": true });
-    let sequence = append_progress_event(txn, &resumed, ProgressEventType::Resumed, target, &key, payload, now).await?;
-    Ok((resumed, sequence))
+    let appended = append_progress_event(txn, &resumed, ProgressEventType::Resumed, target, &key, payload, now).await?;
+    Ok((resumed, appended))
 }

@@ -7,7 +7,7 @@ use sea_orm::{ActiveModelTrait, ActiveValue::Set, DatabaseConnection, IntoActive
 use serde_json::json;
 use uuid::Uuid;
 
-use super::row::{clear_lease, commit, lock_job, signal, touch};
+use super::row::{clear_lease, commit, event_signal, lock_job, touch};
 use super::{LifecycleError, append_progress_event, delivery};
 use crate::db::begin_write;
 use crate::notify::Notifier;
@@ -120,8 +120,8 @@ async fn apply(
     }
     let key = format!("{}:{}", event_name(event_type), updated.row_version);
     let payload = json!({ "from_stage": current.stage, "resume_after": resume_after });
-    let sequence = append_progress_event(&txn, &updated, event_type, target, &key, payload, now).await?;
-    commit(txn, notifier, signal(updated.id, Some(sequence), None, command == LifecycleCommand::Resume)).await?;
+    let appended = append_progress_event(&txn, &updated, event_type, target, &key, payload, now).await?;
+    commit(txn, notifier, event_signal(updated.id, appended, None, command == LifecycleCommand::Resume)).await?;
     let counted = match command {
         LifecycleCommand::Cancel => "canceled",
         LifecycleCommand::Pause => "paused",

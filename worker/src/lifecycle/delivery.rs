@@ -115,7 +115,7 @@ pub async fn lock_due(
     now: i64,
 ) -> Result<Vec<outbox::Model>, DbErr> {
     use sea_orm::sea_query::{LockBehavior, LockType};
-    use sea_orm::{ActiveModelTrait, Condition, IntoActiveModel, QueryOrder};
+    use sea_orm::{Condition, QueryOrder};
     let txn = crate::db::begin_write(db).await?;
     let pending = Condition::all()
         .add(outbox::Column::Status.eq(OutboxStatus::Pending))
@@ -131,18 +131,26 @@ pub async fn lock_due(
     if crate::db::is_postgres(txn.get_database_backend()) {
         query = query.lock_with_behavior(LockType::Update, LockBehavior::SkipLocked);
     }
-    let due = query.all(&txn).await?;
-    let mut locked = Vec::with_capacity(due.len());
-    for row in due {
-        let mut active = row.into_active_model();
-        active.status = Set(OutboxStatus::Dispatching);
-        active.lock_token = Set(Some(Uuid::new_v4()));
-        active.locked_by = Set(Some(locked_by.to_owned()));
-        active.locked_until = Set(Some(now + lock_ms));
-        active.updated_at = Set(now);
-        locked.push(active.update(&txn).await?);
+    let due: Vec<Uuid> = query.select_only().column(outbox::Column::Id).into_tuple().all(&txn).await?;
+    if due.is_empty() {
+        txn.rollback().await?;
+        return Ok(Vec::new());
     }
+    // One statement locks the batch, under one token: each row's later writes are fenced
+    // by it all the same, since any other loop's lock or a claim replaces or clears it.
+    let mut locked = outbox::Entity::update_many()
+        .col_expr(outbox::Column::Status, Expr::value(OutboxStatus::Dispatching))
+        .col_expr(outbox::Column::LockToken, Expr::value(Uuid::new_v4()))
+        .col_expr(outbox::Column::LockedBy, Expr::value(locked_by))
+        .col_expr(outbox::Column::LockedUntil, Expr::value(now + lock_ms))
+        .col_expr(outbox::Column::UpdatedAt, Expr::value(now))
+        .filter(outbox::Column::Id.is_in(due.iter().copied()))
+        .exec_with_returning(&txn)
+        .await?;
     txn.commit().await?;
+    // In the order they were due, as the select read them.
+    let order: std::collections::HashMap<Uuid, usize> = due.iter().enumerate().map(|(at, id)| (*id, at)).collect();
+    locked.sort_by_key(|row| order.get(&row.id).copied().unwrap_or(usize::MAX));
     Ok(locked)
 }
 

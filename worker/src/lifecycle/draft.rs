@@ -7,7 +7,7 @@ use entity::{Stage, research_task_answer_draft as draft};
 use sea_orm::{ActiveValue::Set, ConnectionTrait, DatabaseTransaction, EntityTrait, sea_query::OnConflict};
 use uuid::Uuid;
 
-use super::row::{commit, lock_leased, signal};
+use super::row::{commit_as_lease_holder, lock_leased, signal};
 use super::{Lease, LifecycleError};
 use crate::db::begin_write;
 use crate::notify::Notifier;
@@ -35,7 +35,7 @@ pub async fn write_answer_draft(
     upsert(&txn, &current.tenant_id, lease.job_id, generation, text, now).await?;
     let mut signal = signal(lease.job_id, None, None, false);
     signal.answer_draft = true;
-    commit(txn, notifier, signal).await?;
+    commit_as_lease_holder(txn, notifier, signal).await?;
     Ok(generation)
 }
 

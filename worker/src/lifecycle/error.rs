@@ -38,6 +38,10 @@ pub enum LifecycleError {
     /// stop and write nothing more.
     #[error("lease lost")]
     LeaseLost,
+    /// The task's grant no longer holds at a stage boundary; nothing was written, and the
+    /// task should fail with the denial's message.
+    #[error("{}", .0.message())]
+    GrantDenied(crate::grant::GrantDenial),
     /// The database failed.
     #[error(transparent)]
     Database(#[from] DbErr),

@@ -4,12 +4,13 @@
 use entity::{OutboxStatus, ProgressEventType, Stage, answer_trace, research_task_job as job};
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, IntoActiveModel,
-    QueryFilter, QuerySelect,
+    QueryFilter, QuerySelect, sea_query::Expr,
 };
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::row::{clear_lease, commit, lock_leased, signal, touch};
+use super::journal::Appended;
+use super::row::{clear_lease, commit_as_lease_holder, event_signal, lock_leased, signal, touch, update_fenced};
 use super::{LifecycleError, append_partial_result, append_progress_event, delivery};
 use crate::db::begin_write;
 use crate::notify::Notifier;
@@ -171,29 +172,33 @@ pub async fn heartbeat_many(
 }
 
 /// Commits a stage boundary in one transaction: the new stage, its `stage_changed` event,
-/// the partial results and the cost. Returns the job as committed.
+/// the partial results and the cost. `from` is the job as this lease last committed it
+/// (the claim's or the previous checkpoint's row). The boundary is also where the grant
+/// is checked: a grant that died makes it [`LifecycleError::GrantDenied`] and writes
+/// nothing. Returns the job as committed.
 #[tracing::instrument(name = "checkpoint", level = "debug", skip_all, fields(task.id = %lease.job_id))]
 pub async fn checkpoint(
     db: &DatabaseConnection,
     notifier: &Notifier,
     lease: &Lease,
+    from: &job::Model,
     lease_ms: i64,
     step: Checkpoint,
     now: i64,
 ) -> Result<job::Model, LifecycleError> {
     let txn = begin_write(db).await?;
-    let current = lock_leased(&txn, lease).await?;
-    if step.next_stage == Stage::Completed || !current.stage.may_become(step.next_stage, None) {
-        return Err(LifecycleError::NotAllowed { command: "checkpoint", current: current.stage });
+    let update = job::Entity::update_many()
+        .col_expr(job::Column::Stage, Expr::value(step.next_stage))
+        .col_expr(job::Column::Cost, Expr::value(crate::cost::merge(&from.cost, &step.cost_delta)))
+        // A boundary proves the worker alive: the lease runs on from here.
+        .col_expr(job::Column::LeaseExpiresAt, Expr::value(now.saturating_add(lease_ms)))
+        .col_expr(job::Column::HeartbeatAt, Expr::value(now));
+    let updated = update_fenced(&txn, lease, from, "checkpoint", update, now).await?;
+    // Checked once the fence held, so a stale worker hears that it lost its lease; the
+    // transaction rolls back on return.
+    if step.next_stage == Stage::Completed || !from.stage.may_become(step.next_stage, None) {
+        return Err(LifecycleError::NotAllowed { command: "checkpoint", current: from.stage });
     }
-    let mut row = current.clone().into_active_model();
-    touch(&current, &mut row, now);
-    row.stage = Set(step.next_stage);
-    row.cost = Set(crate::cost::merge(&current.cost, &step.cost_delta));
-    // A boundary proves the worker alive: the lease runs on from here.
-    row.lease_expires_at = Set(Some(now + lease_ms));
-    row.heartbeat_at = Set(Some(now));
-    let updated = row.update(&txn).await?;
     let mut partial_sequence = None;
     for (key, bundle) in step.partial_results {
         partial_sequence = Some(append_partial_result(&txn, &updated, &key, bundle, now).await?);
@@ -201,40 +206,42 @@ pub async fn checkpoint(
     let key = format!("stage:{}", step.next_stage.as_str());
     let mut payload = step.payload;
     if let Value::Object(fields) = &mut payload {
-        fields.insert("from_stage".into(), json!(current.stage));
+        fields.insert("from_stage".into(), json!(from.stage));
     }
-    let sequence =
+    let appended =
         append_progress_event(&txn, &updated, ProgressEventType::StageChanged, step.next_stage, &key, payload, now)
             .await?;
-    let signal = signal(updated.id, Some(sequence), partial_sequence, false);
-    commit(txn, notifier, signal).await?;
+    commit_as_lease_holder(txn, notifier, event_signal(updated.id, appended, partial_sequence, false)).await?;
     Ok(updated)
 }
 
 /// Ends the task with its answer: stage `completed`, the answer trace bound to the task's
 /// subject and grant, the delivery completed and the lease cleared, in one transaction.
+/// `from` and the grant check are as for [`checkpoint`].
 #[tracing::instrument(name = "complete", level = "debug", skip_all, fields(task.id = %lease.job_id))]
 pub async fn complete(
     db: &DatabaseConnection,
     notifier: &Notifier,
     lease: &Lease,
+    from: &job::Model,
     completion: Completion,
     now: i64,
 ) -> Result<answer_trace::Model, LifecycleError> {
     let txn = begin_write(db).await?;
-    let current = lock_leased(&txn, lease).await?;
-    if !current.stage.may_become(Stage::Completed, None) {
-        return Err(LifecycleError::NotAllowed { command: "complete", current: current.stage });
+    let update = job::Entity::update_many()
+        .col_expr(job::Column::Stage, Expr::value(Stage::Completed))
+        .col_expr(job::Column::CompletedAt, Expr::value(now))
+        .col_expr(job::Column::RetryAt, Expr::value(Option::<i64>::None))
+        .col_expr(job::Column::Error, Expr::value(Option::<String>::None))
+        .col_expr(job::Column::Cost, Expr::value(crate::cost::merge(&from.cost, &completion.cost_delta)))
+        // The lease goes (all three columns together, as `research_task_jobs_lease_ck` demands).
+        .col_expr(job::Column::WorkerId, Expr::value(Option::<String>::None))
+        .col_expr(job::Column::LeaseToken, Expr::value(Option::<Uuid>::None))
+        .col_expr(job::Column::LeaseExpiresAt, Expr::value(Option::<i64>::None));
+    let updated = update_fenced(&txn, lease, from, "complete", update, now).await?;
+    if !from.stage.may_become(Stage::Completed, None) {
+        return Err(LifecycleError::NotAllowed { command: "complete", current: from.stage });
     }
-    let mut row = current.clone().into_active_model();
-    touch(&current, &mut row, now);
-    clear_lease(&mut row);
-    row.stage = Set(Stage::Completed);
-    row.completed_at = Set(Some(now));
-    row.retry_at = Set(None);
-    row.error = Set(None);
-    row.cost = Set(crate::cost::merge(&current.cost, &completion.cost_delta));
-    let updated = row.update(&txn).await?;
     let trace = answer_trace::ActiveModel {
         id: Set(Uuid::now_v7()),
         tenant_id: Set(updated.tenant_id.clone()),
@@ -252,11 +259,11 @@ pub async fn complete(
     let trace = answer_trace::Entity::insert(trace).exec_with_returning(&txn).await?;
     super::draft::finish_in(&txn, &updated.tenant_id, updated.id, &trace.answer, now).await?;
     delivery::close_open(&txn, updated.id, OutboxStatus::Completed, now).await?;
-    let mut payload = json!({ "from_stage": current.stage, "answer_trace_id": trace.id, "cost": updated.cost });
+    let mut payload = json!({ "from_stage": from.stage, "answer_trace_id": trace.id, "cost": updated.cost });
     if !completion.payload.is_null() {
         payload["generation"] = completion.payload;
     }
-    let sequence = append_progress_event(
+    let appended = append_progress_event(
         &txn,
         &updated,
         ProgressEventType::StageChanged,
@@ -266,8 +273,7 @@ pub async fn complete(
         now,
     )
     .await?;
-    let signal = signal(updated.id, Some(sequence), None, false);
-    commit(txn, notifier, signal).await?;
+    commit_as_lease_holder(txn, notifier, event_signal(updated.id, appended, None, false)).await?;
     metrics::counter!("research_tasks_ended_total", "stage" => "completed").increment(1);
     Ok(trace)
 }
@@ -297,10 +303,10 @@ pub async fn fail_attempt(
         row.update(&txn).await?;
         (FailOutcome::Retrying { retry_at }, signal(current.id, None, None, false))
     } else {
-        let sequence = fail_row(&txn, &current, &failure.message, &failure.cost_delta, now).await?;
-        (FailOutcome::Failed, signal(current.id, Some(sequence), None, false))
+        let failed = fail_row(&txn, &current, &failure.message, &failure.cost_delta, now).await?;
+        (FailOutcome::Failed, event_signal(current.id, failed, None, false))
     };
-    commit(txn, notifier, signal).await?;
+    commit_as_lease_holder(txn, notifier, signal).await?;
     match outcome {
         FailOutcome::Retrying { .. } => metrics::counter!("research_task_retries_total").increment(1),
         FailOutcome::Failed => metrics::counter!("research_tasks_ended_total", "stage" => "failed").increment(1),
@@ -325,18 +331,18 @@ pub async fn release(
     row.execution_attempts = Set((current.execution_attempts - 1).max(0));
     row.update(&txn).await?;
     let signal = signal(current.id, None, None, true);
-    commit(txn, notifier, signal).await?;
+    commit_as_lease_holder(txn, notifier, signal).await?;
     Ok(())
 }
 
-/// Ends the job in `failed` with its event; returns the event's sequence.
+/// Ends the job in `failed` with its event; returns the event.
 pub(super) async fn fail_row<C: ConnectionTrait>(
     txn: &C,
     current: &job::Model,
     message: &str,
     cost_delta: &Value,
     now: i64,
-) -> Result<i32, LifecycleError> {
+) -> Result<Appended, LifecycleError> {
     let mut row = current.clone().into_active_model();
     touch(current, &mut row, now);
     clear_lease(&mut row);

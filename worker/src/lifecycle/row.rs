@@ -2,13 +2,16 @@
 //! an update, and the one way a write transaction ends.
 use entity::research_task_job as job;
 use sea_orm::{
-    ActiveValue::Set, ConnectionTrait, DatabaseBackend, DatabaseTransaction, DbErr, EntityTrait, QuerySelect,
-    sea_query::LockType,
+    ActiveValue::Set,
+    ColumnTrait, ConnectionTrait, DatabaseBackend, DatabaseTransaction, DbErr, EntityTrait, QueryFilter, QuerySelect,
+    UpdateMany,
+    sea_query::{Expr, ExprTrait, Func, LockType},
 };
 use uuid::Uuid;
 
+use super::journal::Appended;
 use super::{Lease, LifecycleError};
-use crate::notify::{Notifier, TaskSignal, notify_in_transaction};
+use crate::notify::{Notifier, TaskSignal, notify_in_transaction, notify_many_in_transaction};
 
 /// Reads the job and locks its row until the transaction ends (public only to the
 /// `test-support` feature: the module is private). On PostgreSQL this is
@@ -30,11 +33,55 @@ pub(crate) async fn lock_leased(txn: &DatabaseTransaction, lease: &Lease) -> Res
     }
 }
 
+/// The fenced write of a stage boundary, in one statement: `update` (with the bookkeeping
+/// of [`touch`] added) lands only while the job still carries `lease`, is still in
+/// `from.stage` and its grant holds at `now`, and returns the row as updated. The row is
+/// then locked until the transaction ends, as [`lock_leased`] would have left it.
+///
+/// `from` is the row as this lease holder last committed it. Its `stage` and `cost` are
+/// still the row's: only the lease holder writes them, and every other writer of either
+/// (cancel, pause, a re-claim) replaces the token first. When nothing matched, the row is
+/// locked and read to say why: [`LifecycleError::LeaseLost`], `NotAllowed` for a stage
+/// that moved under this lease, or [`LifecycleError::GrantDenied`].
+pub(crate) async fn update_fenced(
+    txn: &DatabaseTransaction,
+    lease: &Lease,
+    from: &job::Model,
+    command: &'static str,
+    update: UpdateMany<job::Entity>,
+    now: i64,
+) -> Result<job::Model, LifecycleError> {
+    let backend = txn.get_database_backend();
+    let fenced = update
+        .col_expr(job::Column::RowVersion, Expr::col(job::Column::RowVersion).add(1))
+        .col_expr(job::Column::UpdatedAt, Func::greatest([Expr::col(job::Column::UpdatedAt), Expr::val(now)]).into())
+        .filter(job::Column::Id.eq(lease.job_id))
+        .filter(job::Column::LeaseToken.eq(lease.token))
+        .filter(job::Column::Stage.eq(from.stage))
+        .filter(crate::grant::holds_sql(backend, "\"research_task_jobs\".\"permission_snapshot_id\"", now));
+    if let Some(updated) = fenced.exec_with_returning(txn).await?.pop() {
+        return Ok(updated);
+    }
+    let current = lock_leased(txn, lease).await?;
+    if current.stage != from.stage {
+        return Err(LifecycleError::NotAllowed { command, current: current.stage });
+    }
+    match crate::grant::check(txn, current.permission_snapshot_id, now).await? {
+        crate::grant::Verdict::Denied(denial) => Err(LifecycleError::GrantDenied(denial)),
+        // The grant was restored between the two statements; the lock now keeps the row
+        // still, so the caller may simply try again.
+        crate::grant::Verdict::Holds => Err(LifecycleError::Database(DbErr::Custom(format!(
+            "the {command} of task {} raced a grant change; it will be retried",
+            lease.job_id
+        )))),
+    }
+}
+
 /// Marks an update: `row_version + 1` and `updated_at = now` (never earlier than before,
 /// so the list order by `updated_at` stays stable when clocks disagree).
 pub(crate) fn touch(model: &job::Model, active: &mut job::ActiveModel, now: i64) {
     active.row_version = Set(model.row_version + 1);
-    active.updated_at = Set(now.max(model.updated_at));
+    active.updated_at = Set(Ord::max(now, model.updated_at));
 }
 
 /// Clears the lease (all three columns together, as `research_task_jobs_lease_ck`
@@ -47,13 +94,65 @@ pub(crate) fn clear_lease(row: &mut job::ActiveModel) {
 
 /// A signal about one task.
 pub(crate) fn signal(task_id: Uuid, progress: Option<i32>, partial: Option<i32>, work_available: bool) -> TaskSignal {
-    TaskSignal { task_id, progress_sequence: progress, partial_sequence: partial, work_available, answer_draft: false }
+    TaskSignal {
+        task_id,
+        progress_sequence: progress,
+        partial_sequence: partial,
+        work_available,
+        answer_draft: false,
+        webhooks: false,
+        by_lease_holder: false,
+    }
+}
+
+/// A signal about the progress event `appended` (and the partial results up to
+/// `partial`) of one task.
+pub(crate) fn event_signal(
+    task_id: Uuid,
+    appended: Appended,
+    partial: Option<i32>,
+    work_available: bool,
+) -> TaskSignal {
+    TaskSignal { webhooks: appended.webhooks, ..signal(task_id, Some(appended.sequence), partial, work_available) }
 }
 
 /// Ends a lifecycle write the one way they all end: the NOTIFY is queued in the
 /// transaction (delivered at commit, never when it rolls back), the transaction commits,
 /// and only then do this process's listeners hear the same signal.
 pub(crate) async fn commit(
+    txn: DatabaseTransaction,
+    notifier: &Notifier,
+    signal: TaskSignal,
+) -> Result<(), LifecycleError> {
+    commit_signal(txn, notifier, signal).await
+}
+
+/// [`commit`] for a write of the lease holder under its own lease: the signal says so,
+/// so lease keepers (which look at every other signal about a task they hold) skip it.
+pub(crate) async fn commit_as_lease_holder(
+    txn: DatabaseTransaction,
+    notifier: &Notifier,
+    signal: TaskSignal,
+) -> Result<(), LifecycleError> {
+    commit_signal(txn, notifier, TaskSignal { by_lease_holder: true, ..signal }).await
+}
+
+/// [`commit`] for a transaction that changed several tasks (a batch of claims): one
+/// NOTIFY listing their signals, and each signal published here after the commit.
+pub(crate) async fn commit_many(
+    txn: DatabaseTransaction,
+    notifier: &Notifier,
+    signals: Vec<TaskSignal>,
+) -> Result<(), LifecycleError> {
+    notify_many_in_transaction(&txn, &signals).await?;
+    txn.commit().await?;
+    for signal in signals {
+        notifier.publish(signal);
+    }
+    Ok(())
+}
+
+async fn commit_signal(
     txn: DatabaseTransaction,
     notifier: &Notifier,
     signal: TaskSignal,

@@ -1,8 +1,10 @@
-//! Runs one claimed job from its current stage to the end. At every stage boundary it
-//! re-checks the grant, runs the engine's stage (`stages.rs`) under a cancellation token
-//! while heartbeating, and commits a checkpoint. Stage outputs that later stages need are
-//! read back from what the checkpoints committed, so a re-run after a crash resumes at
-//! the last committed stage with no duplicate and no gap.
+//! Runs one claimed job from its current stage to the end. It checks the grant before
+//! the run's first stage, runs the engine's stage (`stages.rs`) under a cancellation
+//! token while the keeper renews the lease, and commits a checkpoint, which checks the
+//! grant again in its own fenced statement: every stage boundary re-checks the grant.
+//! Stage outputs that later stages need are handed on in memory within a run and read
+//! back from what the checkpoints committed when a run resumes mid-way, so a re-run after
+//! a crash resumes at the last committed stage with no duplicate and no gap.
 mod keeper;
 mod stages;
 
@@ -108,6 +110,10 @@ impl Pipeline {
     async fn run_stages(&self, claimed: Claimed, stop: &Stop) -> Result<RunOutcome, LifecycleError> {
         let lease = claimed.lease;
         let mut task = claimed.job;
+        let mut carried = stages::Carried::default();
+        // The first stage's boundary is the claim, which does not look at the grant; every
+        // later one is a checkpoint, which does.
+        let mut grant_checked = false;
         loop {
             tracing::Span::current().record("stage", task.stage.as_str());
             if !task.stage.is_running() {
@@ -118,15 +124,14 @@ impl Pipeline {
             if stop.drain.is_cancelled() {
                 return self.release(&lease).await;
             }
-            match grant::check(&self.db, task.permission_snapshot_id, self.clock.now()).await {
-                Ok(Verdict::Holds) => {}
-                Ok(Verdict::Denied(denial)) => {
-                    let reason = format!("{denial:?}").to_lowercase();
-                    metrics::counter!("research_grant_denials_total", "reason" => reason).increment(1);
-                    return self.fail(&lease, denial.message().to_owned(), false, Value::Null).await;
-                }
-                Err(error) => {
-                    return self.fail(&lease, format!("checking the grant failed: {error}"), true, Value::Null).await;
+            if !grant_checked {
+                match grant::check(&self.db, task.permission_snapshot_id, self.clock.now()).await {
+                    Ok(Verdict::Holds) => grant_checked = true,
+                    Ok(Verdict::Denied(denial)) => return self.denied(&lease, denial, Value::Null).await,
+                    Err(error) => {
+                        let message = format!("checking the grant failed: {error}");
+                        return self.fail(&lease, message, true, Value::Null).await;
+                    }
                 }
             }
             if let Some(deadline) = Limits::of(&task).deadline_ms
@@ -141,7 +146,14 @@ impl Pipeline {
                 lease: &lease,
                 every: Duration::from_millis(self.settings.answer_draft_ms.max(1)),
             };
-            let work = stages::run(&self.db, self.engine.as_ref(), &task, cancel.clone(), drafts);
+            let work = stages::run(
+                &self.db,
+                self.engine.as_ref(),
+                &task,
+                cancel.clone(),
+                drafts,
+                std::mem::take(&mut carried),
+            );
             let started = std::time::Instant::now();
             let guarded = self.guarded(&lease, &stop.abort, &cancel, work).await;
             metrics::histogram!("research_stage_duration_seconds", "stage" => task.stage.as_str())
@@ -161,21 +173,27 @@ impl Pipeline {
                 return self.fail(&lease, message, false, spent).await;
             }
             let (db, notifier, now) = (&self.db, &self.notifier, self.clock.now());
+            let spent = ended.cost_delta().clone();
             match ended {
-                StageEnd::Next(step) => {
-                    match lifecycle::checkpoint(db, notifier, &lease, self.settings.lease_ms, step, now).await {
-                        Ok(next) => task = next,
+                StageEnd::Next(step, carry) => {
+                    match lifecycle::checkpoint(db, notifier, &lease, &task, self.settings.lease_ms, step, now).await {
+                        Ok(next) => {
+                            task = next;
+                            carried = carry;
+                        }
                         Err(LifecycleError::LeaseLost) => return Ok(RunOutcome::LeaseLost),
+                        Err(LifecycleError::GrantDenied(denial)) => return self.denied(&lease, denial, spent).await,
                         Err(error) => return Err(error),
                     }
                 }
                 StageEnd::Done(done) => {
-                    return match lifecycle::complete(db, notifier, &lease, done, now).await {
+                    return match lifecycle::complete(db, notifier, &lease, &task, done, now).await {
                         Ok(trace) => {
                             tracing::info!(answer_trace.id = %trace.id, "research task completed");
                             Ok(RunOutcome::Completed(trace.id))
                         }
                         Err(LifecycleError::LeaseLost) => Ok(RunOutcome::LeaseLost),
+                        Err(LifecycleError::GrantDenied(denial)) => self.denied(&lease, denial, spent).await,
                         Err(error) => Err(error),
                     };
                 }
@@ -228,6 +246,18 @@ impl Pipeline {
             Err(LifecycleError::LeaseLost) => Ok(RunOutcome::LeaseLost),
             Err(error) => Err(error),
         }
+    }
+
+    /// Ends the task in `failed` because its grant died; what the stage spent still counts.
+    async fn denied(
+        &self,
+        lease: &Lease,
+        denial: grant::GrantDenial,
+        spent: Value,
+    ) -> Result<RunOutcome, LifecycleError> {
+        let reason = format!("{denial:?}").to_lowercase();
+        metrics::counter!("research_grant_denials_total", "reason" => reason).increment(1);
+        self.fail(lease, denial.message().to_owned(), false, spent).await
     }
 
     async fn release(&self, lease: &Lease) -> Result<RunOutcome, LifecycleError> {

@@ -26,10 +26,23 @@ pub(super) struct Drafts<'a> {
     pub every: std::time::Duration,
 }
 
+/// What the stages of one run hand on to the next in memory, so that only a run that
+/// resumes a task mid-way reads them back from the checkpoints. It holds exactly what the
+/// checkpoint committed: a stage's outputs are written once, by the checkpoint that
+/// leaves it (its fence on the stage makes that happen once), so no earlier copy can
+/// shadow them.
+#[derive(Default)]
+pub(super) struct Carried {
+    plan: Option<Plan>,
+    retrievals: Option<Vec<Retrieval>>,
+    evidence: Option<Vec<Passage>>,
+}
+
 /// What a finished stage hands to the lifecycle.
 pub(super) enum StageEnd {
-    /// Move on to the next stage.
-    Next(Checkpoint),
+    /// Move on to the next stage; what it produced is carried to the next one once the
+    /// checkpoint commits.
+    Next(Checkpoint, Carried),
     /// The task is done.
     Done(Completion),
 }
@@ -38,7 +51,7 @@ impl StageEnd {
     /// What the stage spent.
     pub(super) fn cost_delta(&self) -> &Value {
         match self {
-            Self::Next(step) => &step.cost_delta,
+            Self::Next(step, _) => &step.cost_delta,
             Self::Done(done) => &done.cost_delta,
         }
     }
@@ -51,12 +64,13 @@ pub(super) async fn run(
     task: &job::Model,
     cancel: CancellationToken,
     drafts: Drafts<'_>,
+    carried: Carried,
 ) -> Result<StageEnd, StageFailure> {
     let sink = AnswerSink::default();
     let calls = CallLog::default();
     let ctx = StageContext { db, job: task, cancel, answer: &sink, calls: &calls };
     let stage = task.stage;
-    run_stage(&ctx, engine, &sink, drafts).await.map_err(|error| {
+    run_stage(&ctx, engine, &sink, drafts, carried).await.map_err(|error| {
         // What the failed stage's calls spent still counts.
         let cost_delta =
             if calls.is_empty() { Value::Null } else { account(stage, calls.total(), calls_report(&calls)).0 };
@@ -81,30 +95,36 @@ async fn run_stage(
     engine: &dyn ResearchEngine,
     sink: &AnswerSink,
     drafts: Drafts<'_>,
+    carried: Carried,
 ) -> Result<StageEnd, EngineError> {
     let (db, task) = (ctx.db, ctx.job);
     let stage = task.stage;
     let Some(next_stage) = stage.next_in_pipeline().filter(|_| stage.is_running()) else {
         return Err(EngineError::Transient(format!("no engine stage for {}", stage.as_str()).into()));
     };
-    let next = |partial_results, cost: CostReport, report: Value, mut payload: Value| {
+    let next = |partial_results, cost: CostReport, report: Value, mut payload: Value, carry: Carried| {
         let (cost_delta, report) = account(stage, cost, report);
         if !report.is_null() {
             payload["engine"] = report;
         }
-        StageEnd::Next(Checkpoint { next_stage, partial_results, cost_delta, payload })
+        StageEnd::Next(Checkpoint { next_stage, partial_results, cost_delta, payload }, carry)
     };
     match stage {
         Stage::Planning => {
             let plan = engine.plan(ctx).await?;
-            Ok(next(Vec::new(), plan.cost, plan.report, json!({ "plan": plan.output })))
+            let payload = json!({ "plan": plan.output });
+            let carry = Carried { plan: Some(plan.output), ..Carried::default() };
+            Ok(next(Vec::new(), plan.cost, plan.report, payload, carry))
         }
         Stage::Retrieving => {
-            let plan = match load_plan(db, task.id).await? {
+            let plan = match carried.plan {
                 Some(plan) => plan,
-                // Only reachable for rows written before plans were recorded; the built-in
-                // planner is deterministic, so recomputing gives the same plan.
-                None => engine.plan(ctx).await?.output,
+                None => match load_plan(db, task.id).await? {
+                    Some(plan) => plan,
+                    // Only reachable for rows written before plans were recorded; the built-in
+                    // planner is deterministic, so recomputing gives the same plan.
+                    None => engine.plan(ctx).await?.output,
+                },
             };
             let found = engine.retrieve(ctx, &plan).await?;
             let partial_results = found
@@ -117,17 +137,26 @@ async fn run_stage(
                     (format!("retrieval:{}", index + 1), bundle)
                 })
                 .collect();
-            Ok(next(partial_results, found.cost, found.report, json!({ "sub_queries": plan.sub_queries.len() })))
+            let payload = json!({ "sub_queries": plan.sub_queries.len() });
+            let carry = Carried { retrievals: Some(found.output), ..Carried::default() };
+            Ok(next(partial_results, found.cost, found.report, payload, carry))
         }
         Stage::Analyzing => {
-            let found = load_retrievals(db, task.id).await?;
+            let found = match carried.retrievals {
+                Some(found) => found,
+                None => load_retrievals(db, task.id).await?,
+            };
             let evidence = engine.analyze(ctx, &found).await?;
             let bundle = json!({ "kind": "evidence", "evidence": evidence.output });
             let payload = json!({ "evidence": evidence.output.len() });
-            Ok(next(vec![("evidence".to_owned(), bundle)], evidence.cost, evidence.report, payload))
+            let carry = Carried { evidence: Some(evidence.output), ..Carried::default() };
+            Ok(next(vec![("evidence".to_owned(), bundle)], evidence.cost, evidence.report, payload, carry))
         }
         Stage::Generating => {
-            let evidence = load_evidence(db, task.id).await?;
+            let evidence = match carried.evidence {
+                Some(evidence) => evidence,
+                None => load_evidence(db, task.id).await?,
+            };
             // The answer reaches the draft while it is written; the draft writer stops
             // when generation ends (its last word is the completion's).
             let answer = tokio::select! {

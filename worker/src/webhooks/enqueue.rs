@@ -8,7 +8,24 @@ use sea_orm::{ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-/// Queues the deliveries of one progress event (call in the event's transaction).
+/// Whether the task's creator has an enabled endpoint, as one SQL condition: the event
+/// insert returns it, so the (common) event nobody subscribed to costs no second
+/// statement, and [`enqueue`] runs only when it is true.
+pub fn any_endpoint(task: &job::Model) -> sea_orm::sea_query::SimpleExpr {
+    use sea_orm::sea_query::{Expr, Query};
+    let mut endpoints = Query::select();
+    endpoints
+        .expr(Expr::val(1))
+        .from(endpoint::Entity)
+        .and_where(endpoint::Column::TenantId.eq(task.tenant_id.as_str()))
+        .and_where(endpoint::Column::KnowledgeSpaceId.eq(task.knowledge_space_id))
+        .and_where(endpoint::Column::SubjectId.eq(task.subject_id.as_str()))
+        .and_where(endpoint::Column::DisabledAt.is_null());
+    Expr::exists(endpoints)
+}
+
+/// Queues the deliveries of one progress event (call in the event's transaction); returns
+/// whether any endpoint wanted it.
 pub async fn enqueue<C: ConnectionTrait>(
     txn: &C,
     task: &job::Model,
@@ -17,7 +34,7 @@ pub async fn enqueue<C: ConnectionTrait>(
     sequence: i32,
     payload: &Value,
     now: i64,
-) -> Result<(), DbErr> {
+) -> Result<bool, DbErr> {
     let endpoints = endpoint::Entity::find()
         .filter(endpoint::Column::TenantId.eq(task.tenant_id.as_str()))
         .filter(endpoint::Column::KnowledgeSpaceId.eq(task.knowledge_space_id))
@@ -31,7 +48,7 @@ pub async fn enqueue<C: ConnectionTrait>(
         .filter(|endpoint| endpoint.events.as_array().is_some_and(|events| events.iter().any(|event| *event == kind)))
         .collect();
     if wanted.is_empty() {
-        return Ok(());
+        return Ok(false);
     }
     let timestamp = chrono::DateTime::from_timestamp_millis(now).unwrap_or_default().to_rfc3339();
     let answer_trace_id = payload.get("answer_trace_id").cloned().unwrap_or(Value::Null);
@@ -76,7 +93,7 @@ pub async fn enqueue<C: ConnectionTrait>(
     .do_nothing()
     .to_owned();
     delivery::Entity::insert_many(rows).on_conflict(on_conflict).exec_without_returning(txn).await?;
-    Ok(())
+    Ok(true)
 }
 
 /// The event type as endpoints name it: the progress event's own stored value
