@@ -137,6 +137,8 @@ fn run() -> anyhow::Result<()> {
         let rate = done as f64 / seconds;
         println!("warm-up {:.0} s, window {seconds:.0} s", (window_started - started).as_secs_f64());
         println!("in flight (mean of 1 s samples): {mean_flight:.0}, min {}", flights.iter().min().copied().unwrap_or(0));
+        let series: Vec<String> = flights.iter().map(usize::to_string).collect();
+        println!("in flight, each second of the window: {}", series.join(" "));
         println!("completed: {rate:.1} tasks/s = {:.2} of the ideal {:.1} for that flight", rate / (mean_flight / task_time.as_secs_f64()), mean_flight / task_time.as_secs_f64());
         println!("database statements: {per_second:.0}/s ({:.1} per task)", per_second / rate.max(f64::MIN_POSITIVE));
         println!(

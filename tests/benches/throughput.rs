@@ -9,7 +9,8 @@
 //! `worker_id` as separate processes would have. The clock runs from starting the
 //! workers until the last task completed.
 //!
-//! `KFS_BENCH_TASKS` changes the number of tasks per row. `KFS_BENCH_OPS_SCREENSHOT=<png>`
+//! `KFS_BENCH_TASKS` changes the number of tasks per row, `KFS_BENCH_MAX_CONCURRENCY` each
+//! worker's `max_concurrency`, and `KFS_BENCH_ONLY=postgres:1` measures that row alone. `KFS_BENCH_OPS_SCREENSHOT=<png>`
 //! also serves the API on the first PostgreSQL single-worker row's database (the SQLite
 //! one without PostgreSQL) and saves a screenshot of its `/ops` page, taken in headless
 //! Chromium six seconds into the run: give that row enough tasks to last longer.
@@ -20,7 +21,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use entity::{AccessChannel, MemberRole, ResearchMode, Stage, research_task_job as job};
 use kfs_tests::{Backend, TestConfig, TestDb, fixtures};
-use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
+use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QuerySelect};
 use uuid::Uuid;
 use worker::lifecycle::{NewTask, create};
 use worker::runtime::{CancellationToken, TaskTracker};
@@ -107,7 +108,13 @@ fn main() -> ExitCode {
 fn run() -> anyhow::Result<()> {
     let config = TestConfig::from_env();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("building the runtime")?;
-    let defaults = WorkerSettings::default();
+    let defaults = WorkerSettings {
+        max_concurrency: usize::try_from(kfs_tests::bench::env_number(
+            "KFS_BENCH_MAX_CONCURRENCY",
+            WorkerSettings::default().max_concurrency as u64,
+        )?)?,
+        ..WorkerSettings::default()
+    };
     let tasks = match std::env::var("KFS_BENCH_TASKS") {
         Ok(value) => value.parse().context("KFS_BENCH_TASKS must be a count")?,
         Err(_) => TASKS,
@@ -125,7 +132,12 @@ fn run() -> anyhow::Result<()> {
         defaults.batch_size
     );
     println!("{:<10} {:>7} {:>9} {:>9}", "backend", "workers", "seconds", "tasks/s");
+    // `KFS_BENCH_ONLY=postgres:1` measures one row (for profiling).
+    let only = std::env::var("KFS_BENCH_ONLY").ok();
     for (backend, workers) in CONFIGURATIONS {
+        if only.as_ref().is_some_and(|only| *only != format!("{}:{workers}", backend.name())) {
+            continue;
+        }
         if backend == Backend::Postgres && config.postgres_url.is_none() {
             println!("{:<10} {workers:>7}   skipped: KFS_TEST_POSTGRES_URL is not set", backend.name());
             continue;
@@ -134,7 +146,7 @@ fn run() -> anyhow::Result<()> {
         let slot = &mut figure;
         let shoot = if backend == screenshot_backend && workers == 1 { screenshot.take() } else { None };
         runtime.block_on(TestDb::run(backend, &config, |db| async move {
-            *slot = Some(measure(&db, workers, tasks, shoot).await?);
+            *slot = Some(measure(&db, workers, tasks, defaults.max_concurrency, shoot).await?);
             Ok(())
         }))?;
         let figure = figure.context("the measurement left no figure")?;
@@ -146,7 +158,13 @@ fn run() -> anyhow::Result<()> {
 
 /// Seeds the corpus and the tasks, then times `workers` runtimes until every task completed;
 /// with `screenshot`, the operations page is photographed there during the run.
-async fn measure(db: &TestDb, workers: usize, tasks: usize, screenshot: Option<PathBuf>) -> anyhow::Result<Figure> {
+async fn measure(
+    db: &TestDb,
+    workers: usize,
+    tasks: usize,
+    max_concurrency: usize,
+    screenshot: Option<PathBuf>,
+) -> anyhow::Result<Figure> {
     let space = seed(db, tasks).await?;
     let shutdown = CancellationToken::new();
     let tracker = TaskTracker::new();
@@ -157,38 +175,56 @@ async fn measure(db: &TestDb, workers: usize, tasks: usize, screenshot: Option<P
         pools.push(worker::db::connect(&db.url).await.context("connecting a worker")?);
     }
     let started = Instant::now();
+    // The same moment on the clock `completed_at` is stamped with.
+    let started_at = entity::now_millis();
     for (index, pool) in pools.iter().enumerate() {
-        let settings = WorkerSettings { worker_id: format!("bench-{}", index + 1), ..WorkerSettings::default() };
+        let settings =
+            WorkerSettings { worker_id: format!("bench-{}", index + 1), max_concurrency, ..WorkerSettings::default() };
         worker::runtime::spawn(pool.clone(), Notifier::new(), settings, shutdown.clone(), &tracker)?;
     }
-    let outcome = match screenshot {
-        None => wait_for_all(db, space, tasks, started).await,
+    let elapsed = match screenshot {
+        None => wait_for_all(db, space, tasks, started, started_at).await,
         Some(path) => {
-            let (outcome, shot) = tokio::join!(wait_for_all(db, space, tasks, started), ops_screenshot(db, &path));
+            let (outcome, shot) =
+                tokio::join!(wait_for_all(db, space, tasks, started, started_at), ops_screenshot(db, &path));
             let shot = shot.context("taking the /ops screenshot")?;
             println!("/ops screenshot during this run: {shot}");
             outcome
         }
     };
-    let elapsed = started.elapsed();
     shutdown.cancel();
     tracker.close();
     tracker.wait().await;
     for pool in pools {
         pool.close().await.context("closing a worker pool")?;
     }
-    outcome?;
-    Ok(Figure { backend: db.backend, workers, elapsed })
+    Ok(Figure { backend: db.backend, workers, elapsed: elapsed? })
 }
 
 /// Polls until every task of the space completed; fails on a task that ended otherwise,
-/// or at [`DEADLINE`]. The poll interval bounds the timing error at a few milliseconds.
-async fn wait_for_all(db: &TestDb, space: Uuid, tasks: usize, started: Instant) -> anyhow::Result<()> {
+/// or at [`DEADLINE`]. Returns when the last task completed, by its `completed_at`, so the
+/// poll interval adds no error; it is long enough that the bench's own counting of a
+/// large backlog stays a small share of the database's work.
+async fn wait_for_all(
+    db: &TestDb,
+    space: Uuid,
+    tasks: usize,
+    started: Instant,
+    started_at: i64,
+) -> anyhow::Result<Duration> {
     loop {
+        tokio::time::sleep(Duration::from_millis(250)).await;
         let in_space = job::Entity::find().filter(job::Column::KnowledgeSpaceId.eq(space));
         let completed = in_space.clone().filter(job::Column::Stage.eq(Stage::Completed)).count(&db.db).await?;
         if completed == tasks as u64 {
-            return Ok(());
+            let last: Option<Option<i64>> = in_space
+                .select_only()
+                .column_as(job::Column::CompletedAt.max(), "last")
+                .into_tuple()
+                .one(&db.db)
+                .await?;
+            let last = last.flatten().context("completed tasks without completed_at")?;
+            return Ok(Duration::from_millis(u64::try_from(last - started_at).unwrap_or(0)));
         }
         let ended_badly =
             in_space.filter(job::Column::Stage.is_in([Stage::Failed, Stage::Canceled])).one(&db.db).await?;
@@ -199,7 +235,6 @@ async fn wait_for_all(db: &TestDb, space: Uuid, tasks: usize, started: Instant) 
             started.elapsed() < DEADLINE,
             "only {completed} of {tasks} tasks completed within {DEADLINE:?}"
         );
-        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
 
