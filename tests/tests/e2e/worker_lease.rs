@@ -20,6 +20,7 @@ pub fn tests() -> Vec<DbTest> {
         a_paused_task_resumes_by_itself_once_resume_after_passes,
         one_batched_heartbeat_renews_every_lease_and_loses_only_the_stolen_one,
         a_batch_of_claims_commits_in_chunks_and_every_other_process_hears_each_one,
+        a_batched_heartbeat_skips_a_row_locked_elsewhere_without_calling_it_lost,
     ]
 }
 
@@ -332,5 +333,42 @@ async fn a_batch_of_claims_commits_in_chunks_and_every_other_process_hears_each_
     tracker.close();
     tracker.wait().await;
     other_pool.close().await?;
+    Ok(())
+}
+
+/// PostgreSQL: a batched beat does not wait for a row another transaction holds (most
+/// often this worker's own checkpoint, which renews it anyway): it renews the others at
+/// once, and the skipped lease is not lost. (SQLite's writers take turns; nothing to skip.)
+async fn a_batched_heartbeat_skips_a_row_locked_elsewhere_without_calling_it_lost(db: TestDb) -> anyhow::Result<()> {
+    use sea_orm::TransactionTrait;
+    use std::time::Duration;
+
+    if db.backend != kfs_tests::Backend::Postgres {
+        return Ok(());
+    }
+    let owner = fixtures::task(&db).await?.member;
+    for _ in 0..2 {
+        fixtures::job(&db, &owner, entity::AccessChannel::Interactive).await?;
+    }
+    let claimed = lifecycle::claim_due(&db.db, &Notifier::new(), "keeper", LEASE_MS, 10, now_millis()).await?;
+    kfs_tests::ensure_eq!(claimed.len(), 3);
+    let leases: Vec<(uuid::Uuid, uuid::Uuid)> = claimed.iter().map(|one| (one.job.id, one.lease.token)).collect();
+    let holder = db.db.begin().await?;
+    worker::lifecycle::lock_job(&holder, claimed[0].job.id).await?;
+    let later = now_millis() + 5_000;
+    let beat = lifecycle::heartbeat_many(&db.db, &leases, LEASE_MS, later);
+    let lost = tokio::time::timeout(Duration::from_secs(2), beat)
+        .await
+        .map_err(|_| anyhow::anyhow!("the beat waited for the locked row"))??;
+    anyhow::ensure!(lost.is_empty(), "a locked lease was called lost: {lost:?}");
+    holder.rollback().await?;
+    for (index, one) in claimed.iter().enumerate() {
+        let row = reload(&db, one.job.id).await?;
+        let renewed = row.heartbeat_at == Some(later);
+        anyhow::ensure!(renewed == (index != 0), "lease {index}: heartbeat_at {:?}", row.heartbeat_at);
+    }
+    // Once the lock is gone, the next beat renews it too.
+    anyhow::ensure!(lifecycle::heartbeat_many(&db.db, &leases, LEASE_MS, later + 1).await?.is_empty());
+    kfs_tests::ensure_eq!(reload(&db, claimed[0].job.id).await?.heartbeat_at, Some(later + 1));
     Ok(())
 }

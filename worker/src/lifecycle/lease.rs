@@ -3,8 +3,10 @@
 //! was re-claimed, canceled or paused gets [`LifecycleError::LeaseLost`] and writes nothing.
 use entity::{OutboxStatus, ProgressEventType, Stage, answer_trace, research_task_job as job};
 use sea_orm::{
-    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, IntoActiveModel,
-    QueryFilter, QuerySelect, sea_query::Expr,
+    ActiveModelTrait,
+    ActiveValue::Set,
+    ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, IntoActiveModel, QueryFilter, QuerySelect,
+    sea_query::{Expr, LockBehavior, LockType, Query},
 };
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -141,18 +143,34 @@ pub async fn heartbeat_many(
         // Tokens are unique to the claim that issued them, so a row matching both lists
         // carries exactly its own lease's token.
         let (ids, tokens): (Vec<Uuid>, Vec<Uuid>) = chunk.iter().copied().unzip();
+        // On PostgreSQL a row locked right now is skipped rather than waited for: it is
+        // most often this worker's own checkpoint, which renews the lease itself, and one
+        // long wait would make every other lease in the batch late. A skipped row still
+        // carries its token, so the lookup below does not count it lost; the next beat
+        // renews it.
+        let mut held_rows = Query::select()
+            .column(job::Column::Id)
+            .from(job::Entity)
+            .and_where(job::Column::Id.is_in(ids.clone()))
+            .and_where(job::Column::LeaseToken.is_in(tokens.clone()))
+            .to_owned();
+        // (One lease alone, a signal's check, waits: then nothing renewed means lost.)
+        let skip_locked = chunk.len() > 1 && crate::db::is_postgres(db.get_database_backend());
+        if skip_locked {
+            held_rows.lock_with_behavior(LockType::Update, LockBehavior::SkipLocked);
+        }
         let result = job::Entity::update_many()
             .col_expr(job::Column::LeaseExpiresAt, now.saturating_add(lease_ms).into())
             .col_expr(job::Column::HeartbeatAt, now.into())
-            .filter(job::Column::Id.is_in(ids.clone()))
-            .filter(job::Column::LeaseToken.is_in(tokens.clone()))
+            .filter(job::Column::Id.in_subquery(held_rows))
             .exec(db)
             .await?;
         if result.rows_affected == chunk.len() as u64 {
             continue;
         }
-        // None renewed (a single lease that was canceled, most often): all lost, no lookup.
-        if result.rows_affected == 0 {
+        // None renewed without skipping (a single lease that was canceled, most often):
+        // all lost, no lookup.
+        if result.rows_affected == 0 && !skip_locked {
             lost.extend(chunk.iter().map(|(id, _)| *id));
             continue;
         }
