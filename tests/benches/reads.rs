@@ -42,7 +42,7 @@ fn run() -> anyhow::Result<()> {
             std::thread::available_parallelism().map_or(1, usize::from)
         );
         let fixture = Fixture::create(&server).await?;
-        let pgbench = pgbench(&db.url, clients, seconds).await?;
+        let pgbench = kfs_tests::bench::pgbench(&db.url, kfs_tests::bench::Pgbench::Select, clients, seconds).await?;
         let base = format!("http://{}", server.addr);
         let http = reqwest::Client::builder().pool_max_idle_per_host(clients).build()?;
         let healthz = load(clients, seconds, {
@@ -176,23 +176,4 @@ async fn send_request(request: reqwest::RequestBuilder) -> anyhow::Result<u16> {
     let body = response.bytes().await?;
     anyhow::ensure!(!body.starts_with(b"{\"errors\""), "an error: {}", String::from_utf8_lossy(&body));
     Ok(status)
-}
-
-/// `pgbench -S` TPS at `clients` clients on the bench's database (initialised at scale 1).
-async fn pgbench(url: &str, clients: usize, duration: Duration) -> anyhow::Result<f64> {
-    let init = tokio::process::Command::new("pgbench").args(["-i", "-q", "-s", "1", url]).output().await;
-    let init = init.context("running pgbench (is it installed?)")?;
-    anyhow::ensure!(init.status.success(), "pgbench -i failed: {}", String::from_utf8_lossy(&init.stderr));
-    let clients = clients.to_string();
-    let seconds = duration.as_secs().max(1).to_string();
-    let run = tokio::process::Command::new("pgbench")
-        .args(["-S", "-n", "-c", &clients, "-j", "2", "-T", &seconds, url])
-        .output()
-        .await?;
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    anyhow::ensure!(run.status.success(), "pgbench -S failed: {}{}", stdout, String::from_utf8_lossy(&run.stderr));
-    stdout
-        .lines()
-        .find_map(|line| line.strip_prefix("tps = ")?.split_whitespace().next()?.parse().ok())
-        .with_context(|| format!("no tps in pgbench's output: {stdout}"))
 }

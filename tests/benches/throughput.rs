@@ -1,5 +1,9 @@
 //! Throughput of the built-in engine: how many research tasks per second one and two
-//! worker runtimes finish on a small corpus, on SQLite and on PostgreSQL.
+//! worker runtimes finish on a small corpus, on SQLite and on PostgreSQL. On PostgreSQL it
+//! also prints the transactions the database committed per task, the stage boundaries
+//! (checkpoints and completions) committed per second, and that rate as a ratio of
+//! `pgbench -N` TPS on the same database with as many clients as the workers' pools
+//! (needs `pgbench` on the PATH).
 //!
 //! Run it with `cargo bench -p workspace-tests --bench throughput`; the PostgreSQL rows need
 //! `KFS_TEST_POSTGRES_URL` (an admin URL, as for the tests) and are skipped without it.
@@ -19,7 +23,9 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use entity::{AccessChannel, MemberRole, ResearchMode, Stage, research_task_job as job};
+use entity::{
+    AccessChannel, MemberRole, ResearchMode, Stage, research_task_job as job, research_task_progress_event as progress,
+};
 use kfs_tests::{Backend, TestConfig, TestDb, fixtures};
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QuerySelect};
 use uuid::Uuid;
@@ -87,7 +93,17 @@ struct Figure {
     backend: Backend,
     workers: usize,
     elapsed: Duration,
+    /// PostgreSQL only: transactions the database committed during the run (every
+    /// statement outside a transaction counts as one), and `pgbench -N`'s TPS on the same
+    /// database with as many clients as the workers' pools hold.
+    postgres: Option<(u64, f64)>,
+    /// Stage boundaries committed (`stage_changed` events: three checkpoints and the
+    /// completion per task).
+    checkpoints: u64,
 }
+
+/// Connections in one worker's PostgreSQL pool (`worker::db::connect`).
+const POOL: usize = 16;
 
 fn main() -> ExitCode {
     // `cargo bench` passes `--bench`; anything else (`cargo test --all-targets`) only
@@ -131,7 +147,10 @@ fn run() -> anyhow::Result<()> {
         defaults.max_concurrency,
         defaults.batch_size
     );
-    println!("{:<10} {:>7} {:>9} {:>9}", "backend", "workers", "seconds", "tasks/s");
+    println!(
+        "{:<10} {:>7} {:>9} {:>9} {:>10} {:>14} {:>12} {:>6}",
+        "backend", "workers", "seconds", "tasks/s", "txn/task", "checkpoints/s", "pgbench -N", "ratio"
+    );
     // `KFS_BENCH_ONLY=postgres:1` measures one row (for profiling).
     let only = std::env::var("KFS_BENCH_ONLY").ok();
     for (backend, workers) in CONFIGURATIONS {
@@ -151,7 +170,21 @@ fn run() -> anyhow::Result<()> {
         }))?;
         let figure = figure.context("the measurement left no figure")?;
         let seconds = figure.elapsed.as_secs_f64();
-        println!("{:<10} {:>7} {seconds:>9.2} {:>9.1}", figure.backend.name(), figure.workers, tasks as f64 / seconds);
+        let per_second = figure.checkpoints as f64 / seconds;
+        let (per_task, pgbench, ratio) = match figure.postgres {
+            Some((commits, tps)) => (
+                format!("{:.1}", commits as f64 / tasks as f64),
+                format!("{tps:.0}"),
+                format!("{:.2}", per_second / tps),
+            ),
+            None => ("-".to_owned(), "-".to_owned(), "-".to_owned()),
+        };
+        println!(
+            "{:<10} {:>7} {seconds:>9.2} {:>9.1} {per_task:>10} {per_second:>14.0} {pgbench:>12} {ratio:>6}",
+            figure.backend.name(),
+            figure.workers,
+            tasks as f64 / seconds
+        );
     }
     Ok(())
 }
@@ -166,6 +199,7 @@ async fn measure(
     screenshot: Option<PathBuf>,
 ) -> anyhow::Result<Figure> {
     let space = seed(db, tasks).await?;
+    let commits_before = committed(db).await?;
     let shutdown = CancellationToken::new();
     let tracker = TaskTracker::new();
     let mut pools = Vec::with_capacity(workers);
@@ -198,7 +232,23 @@ async fn measure(
     for pool in pools {
         pool.close().await.context("closing a worker pool")?;
     }
-    Ok(Figure { backend: db.backend, workers, elapsed: elapsed? })
+    let elapsed = elapsed?;
+    let checkpoints = progress::Entity::find()
+        .filter(progress::Column::KnowledgeSpaceId.eq(space))
+        .filter(progress::Column::EventType.eq(entity::ProgressEventType::StageChanged))
+        .count(&db.db)
+        .await?;
+    let postgres = match (commits_before, committed(db).await?) {
+        (Some(before), Some(after)) => {
+            let pgbench_time = Duration::from_secs(8);
+            let tps =
+                kfs_tests::bench::pgbench(&db.url, kfs_tests::bench::Pgbench::Write, POOL * workers, pgbench_time)
+                    .await?;
+            Some((after.saturating_sub(before), tps))
+        }
+        _ => None,
+    };
+    Ok(Figure { backend: db.backend, workers, elapsed, postgres, checkpoints })
 }
 
 /// Polls until every task of the space completed; fails on a task that ended otherwise,
@@ -236,6 +286,23 @@ async fn wait_for_all(
             "only {completed} of {tasks} tasks completed within {DEADLINE:?}"
         );
     }
+}
+
+/// PostgreSQL's count of transactions committed in this database so far (`None` on
+/// SQLite). The workers' sessions report theirs when they end, so read after closing
+/// their pools.
+async fn committed(db: &TestDb) -> anyhow::Result<Option<u64>> {
+    use sea_orm::{ConnectionTrait, Statement};
+    if db.backend != Backend::Postgres {
+        return Ok(None);
+    }
+    let backend = db.db.get_database_backend();
+    // Sessions flush their counts at most once a second; give the closed ones that long.
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    db.db.execute_raw(Statement::from_string(backend, "SELECT pg_stat_clear_snapshot()")).await?;
+    let sql = "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()";
+    let row = db.db.query_one_raw(Statement::from_string(backend, sql)).await?.context("no pg_stat_database row")?;
+    Ok(Some(u64::try_from(row.try_get_by_index::<i64>(0)?)?))
 }
 
 /// A space with an owner, [`DOCUMENTS`] and `tasks` queued tasks; returns the space.
