@@ -4,7 +4,8 @@
 //! `stage_changed` to planning). The `api` binary (release) runs on PostgreSQL with its
 //! embedded worker; printed are p50 and p99 at idle, and again while another tenant's
 //! backlog keeps the worker busy (the throughput bench's load: built-in engine, research
-//! mode, a queue of `KFS_BENCH_BACKLOG` tasks, 2,000 by default).
+//! mode, a queue of `KFS_BENCH_BACKLOG` tasks, 20,000 by default, created by 16 clients at once
+//! so that it outlasts the figure: the count left unfinished afterwards is printed).
 //!
 //! `KFS_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/postgres cargo bench -p
 //! workspace-tests --bench latency`; `KFS_BENCH_SAMPLES` (100) per figure.
@@ -12,6 +13,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use futures_util::{StreamExt as _, TryStreamExt as _};
 use kfs_tests::process::{ApiProcess, api_command, build};
 use kfs_tests::server::{GraphqlClient, TestServer};
 use kfs_tests::ws::{Event, WsClient};
@@ -33,7 +35,7 @@ fn run() -> anyhow::Result<()> {
         return Ok(());
     }
     let samples = usize::try_from(kfs_tests::bench::env_number("KFS_BENCH_SAMPLES", 100)?)?;
-    let backlog = usize::try_from(kfs_tests::bench::env_number("KFS_BENCH_BACKLOG", 2_000)?)?;
+    let backlog = usize::try_from(kfs_tests::bench::env_number("KFS_BENCH_BACKLOG", 20_000)?)?;
     let ([api], profile) = build(["api"])?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(TestDb::run(Backend::Postgres, &config, |db| async move {
@@ -46,10 +48,14 @@ fn run() -> anyhow::Result<()> {
         report("idle", &idle);
         // Another tenant's backlog: the worker is busy throughout the second figure.
         let loader = Caller::new(&server, "loader").await?;
-        for index in 0..backlog {
+        // Created by 16 clients at once, faster than the worker finishes them, so the
+        // backlog is still there when the second figure is measured.
+        let creates = futures_util::stream::iter(0..backlog).map(|index| {
             let input = json!({ "knowledgeSpaceId": loader.space, "query": format!("How do leases and fencing work? {index}"), "mode": "RESEARCH" });
-            loader.client.run(CREATE, json!({ "input": input })).await?;
-        }
+            let client = &loader.client;
+            async move { client.run(CREATE, json!({ "input": input })).await.map(|_| ()) }
+        });
+        creates.buffer_unordered(16).try_collect::<Vec<()>>().await?;
         let busy = measure(&server, &probe, samples).await?;
         let left = loader.unfinished().await?;
         // The count is one page (at most 100): enough to show the backlog outlasted the figure.
