@@ -22,7 +22,7 @@ pub struct TaskSignal {
     /// Whether a worker may now have work (a new delivery or a freed lease).
     pub work_available: bool,
     /// Whether the commit wrote the task's answer draft, and nothing else: answer
-    /// subscribers read it, and the worker running the task need not look.
+    /// subscribers read it (it is also `by_lease_holder`: lease keepers need not look).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub answer_draft: bool,
     /// Whether the commit queued webhook deliveries: only then need a webhook loop look
@@ -117,18 +117,18 @@ pub async fn notify_in_transaction<C: ConnectionTrait>(txn: &C, signal: &TaskSig
 pub const SIGNALS_PER_NOTIFY: usize = 32;
 
 /// [`notify_in_transaction`] for a commit that changed several tasks: one NOTIFY whose
-/// payload lists their signals (at most [`SIGNALS_PER_NOTIFY`]).
+/// payload lists their signals, one per [`SIGNALS_PER_NOTIFY`] of them.
 pub async fn notify_many_in_transaction<C: ConnectionTrait>(txn: &C, signals: &[TaskSignal]) -> Result<(), DbErr> {
     match signals {
         [] => Ok(()),
         [one] => notify_in_transaction(txn, one).await,
         _ if txn.get_database_backend() != sea_orm::DatabaseBackend::Postgres => Ok(()),
         _ => {
-            if signals.len() > SIGNALS_PER_NOTIFY {
-                return Err(DbErr::Custom(format!("{} signals in one NOTIFY", signals.len())));
+            for chunk in signals.chunks(SIGNALS_PER_NOTIFY) {
+                let payload = serde_json::to_string(chunk).map_err(|error| DbErr::Custom(error.to_string()))?;
+                queue_notify(txn, payload).await?;
             }
-            let payload = serde_json::to_string(signals).map_err(|error| DbErr::Custom(error.to_string()))?;
-            queue_notify(txn, payload).await
+            Ok(())
         }
     }
 }

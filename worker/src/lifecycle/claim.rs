@@ -203,8 +203,7 @@ async fn claim_one(
             due.error.clone().unwrap_or_else(|| format!("gave up after {} execution attempts", due.execution_attempts));
         let failed = fail_row(txn, &due, &message, &json!({}), now).await?;
         metrics::counter!("research_tasks_ended_total", "stage" => "failed").increment(1);
-        let webhooks = failed.webhooks || last.is_some_and(|resumed| resumed.webhooks);
-        return Ok((None, event_signal(due.id, Appended { webhooks, ..failed }, None, false)));
+        return Ok((None, event_signal(due.id, failed.after(last), None, false)));
     }
 
     if due.stage == Stage::Queued {
@@ -234,8 +233,7 @@ async fn claim_one(
         let payload = json!({ "worker_id": worker_id, "attempt": leased.execution_attempts });
         let started =
             append_progress_event(txn, &leased, ProgressEventType::Started, first, "started", payload, now).await?;
-        let webhooks = started.webhooks || last.is_some_and(|resumed| resumed.webhooks);
-        last = Some(Appended { webhooks, ..started });
+        last = Some(started.after(last));
     }
     delivery::mark_leased(txn, leased.id, now).await?;
     let lease = Lease { job_id: leased.id, token, worker_id: worker_id.to_owned() };

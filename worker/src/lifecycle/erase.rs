@@ -22,9 +22,9 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use super::LifecycleError;
-use super::row::{lock_job, signal};
+use super::row::{commit_many, lock_job, signal};
 use crate::db::begin_write;
-use crate::notify::{Notifier, TaskSignal, notify_in_transaction};
+use crate::notify::{Notifier, TaskSignal};
 
 /// Rows deleted per transaction when a space goes: short transactions, short locks.
 const BATCH: u64 = 200;
@@ -369,12 +369,5 @@ async fn drop_unreferenced_snapshots(txn: &DatabaseTransaction, ids: &[Uuid]) ->
 /// live topics look again at once, in this process and (through NOTIFY) every other.
 async fn commit_deleted(txn: DatabaseTransaction, notifier: &Notifier, ids: &[Uuid]) -> Result<(), LifecycleError> {
     let signals: Vec<TaskSignal> = ids.iter().map(|id| signal(*id, None, None, false)).collect();
-    for signal in &signals {
-        notify_in_transaction(&txn, signal).await?;
-    }
-    txn.commit().await?;
-    for signal in signals {
-        notifier.publish(signal);
-    }
-    Ok(())
+    commit_many(txn, notifier, signals).await
 }

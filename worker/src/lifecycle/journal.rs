@@ -25,6 +25,14 @@ pub struct Appended {
     pub webhooks: bool,
 }
 
+impl Appended {
+    /// This event as the last of a transaction that appended `earlier` before it: its
+    /// sequence, and webhooks queued if either queued any.
+    pub fn after(self, earlier: Option<Self>) -> Self {
+        Self { webhooks: self.webhooks || earlier.is_some_and(|earlier| earlier.webhooks), ..self }
+    }
+}
+
 /// Where a keyed row went in its journal.
 enum Slot {
     /// A row with the key was written before, at this sequence: nothing was written.

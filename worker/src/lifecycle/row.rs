@@ -124,7 +124,10 @@ pub(crate) async fn commit(
     notifier: &Notifier,
     signal: TaskSignal,
 ) -> Result<(), LifecycleError> {
-    commit_signal(txn, notifier, signal).await
+    notify_in_transaction(&txn, &signal).await?;
+    txn.commit().await?;
+    notifier.publish(signal);
+    Ok(())
 }
 
 /// [`commit`] for a write of the lease holder under its own lease: the signal says so,
@@ -134,11 +137,12 @@ pub(crate) async fn commit_as_lease_holder(
     notifier: &Notifier,
     signal: TaskSignal,
 ) -> Result<(), LifecycleError> {
-    commit_signal(txn, notifier, TaskSignal { by_lease_holder: true, ..signal }).await
+    commit(txn, notifier, TaskSignal { by_lease_holder: true, ..signal }).await
 }
 
-/// [`commit`] for a transaction that changed several tasks (a batch of claims): one
-/// NOTIFY listing their signals, and each signal published here after the commit.
+/// [`commit`] for a transaction that changed several tasks (a chunk of claims, a batch of
+/// deletions): NOTIFYs listing their signals, and each signal published here after the
+/// commit.
 pub(crate) async fn commit_many(
     txn: DatabaseTransaction,
     notifier: &Notifier,
@@ -149,16 +153,5 @@ pub(crate) async fn commit_many(
     for signal in signals {
         notifier.publish(signal);
     }
-    Ok(())
-}
-
-async fn commit_signal(
-    txn: DatabaseTransaction,
-    notifier: &Notifier,
-    signal: TaskSignal,
-) -> Result<(), LifecycleError> {
-    notify_in_transaction(&txn, &signal).await?;
-    txn.commit().await?;
-    notifier.publish(signal);
     Ok(())
 }

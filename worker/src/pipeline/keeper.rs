@@ -166,11 +166,11 @@ async fn keep(inner: Weak<Inner>, notifier: Notifier) {
 }
 
 /// Notes the task a signal names unless it was the lease holder's own write (a
-/// checkpoint, an answer draft): only another party's commit can have taken a lease.
+/// checkpoint, an answer draft: `by_lease_holder`): only another party's commit can have
+/// taken a lease.
 fn note(signal: &Signal, named: &mut HashSet<Uuid>) {
     if let Signal::Task(signal) = signal
         && !signal.by_lease_holder
-        && !signal.answer_draft
     {
         named.insert(signal.task_id);
     }
