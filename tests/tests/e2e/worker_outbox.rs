@@ -20,6 +20,7 @@ pub fn tests() -> Vec<DbTest> {
     db_tests![
         a_pending_delivery_is_published_once_with_its_idempotency_key,
         a_delivery_abandoned_mid_publish_is_redelivered_after_its_lock_lapses,
+        a_publish_that_lost_the_race_to_a_claim_leaves_the_running_job_alone,
         failed_publishes_back_off_and_end_dead,
         the_runtime_runs_a_created_task_to_completion,
         shutdown_releases_the_leases_of_stages_still_running,
@@ -113,6 +114,26 @@ async fn a_delivery_abandoned_mid_publish_is_redelivered_after_its_lock_lapses(d
     let landed = delivery::record_published(&txn, &locked[0], "late", later).await?;
     txn.commit().await?;
     anyhow::ensure!(!landed && delivery_of(&db, task.job.id).await?.queue_job_id != Some("late".into()));
+    anyhow::ensure!(reload(&db, task.job.id).await?.queue_job_id != Some("late".into()), "the job took the late id");
+    Ok(())
+}
+
+async fn a_publish_that_lost_the_race_to_a_claim_leaves_the_running_job_alone(db: TestDb) -> anyhow::Result<()> {
+    let task = fixtures::task(&db).await?;
+    let now = now_millis();
+    // The outbox loop locks the delivery; a worker claims the job before it records.
+    let locked = delivery::lock_due(&db.db, "outbox-a", POLICY.lock_ms, 8, now).await?;
+    anyhow::ensure!(locked.len() == 1, "locked {locked:?}");
+    let claimed = worker::lifecycle::claim_due(&db.db, &Notifier::new(), "worker-a", 30_000, 1, now).await?;
+    anyhow::ensure!(claimed.len() == 1, "claimed {}", claimed.len());
+    let running = reload(&db, task.job.id).await?;
+    let txn = worker::db::begin_write(&db.db).await?;
+    let landed = delivery::record_published(&txn, &locked[0], "queued:late", now + 1).await?;
+    txn.commit().await?;
+    anyhow::ensure!(!landed, "the publish was recorded after the claim");
+    // The lease holder's row is as its claim left it: no queue id, no new row version.
+    kfs_tests::ensure_eq!(reload(&db, task.job.id).await?, running);
+    kfs_tests::ensure_eq!(delivery_of(&db, task.job.id).await?.status, OutboxStatus::Leased);
     Ok(())
 }
 

@@ -158,17 +158,35 @@ pub async fn lock_due(
 /// with its lock cleared. The job is written first so that locks are always taken job
 /// first, outbox second (as claims and commands do), which rules out deadlocks. Returns
 /// false when this loop's lock was lost (a worker leased the job meanwhile).
+///
+/// The job is written only while no worker holds it and the delivery is still this
+/// loop's: a claim that won the race has already marked the delivery `leased`, and the
+/// running job is the lease holder's to write. Without that fence a late publish bumped
+/// a running job's `row_version`, and (since it waited for the claim's row lock while
+/// holding the locks of the batch's other jobs) stalled their stage boundaries behind it.
 pub async fn record_published<C: ConnectionTrait>(
     txn: &C,
     row: &outbox::Model,
     queue_job_id: &str,
     now: i64,
 ) -> Result<bool, DbErr> {
+    use sea_orm::sea_query::{Func, Query};
+    let still_locked_here = Query::select()
+        .expr(Expr::val(1))
+        .from(outbox::Entity)
+        .and_where(outbox::Column::Id.eq(row.id))
+        .and_where(outbox::Column::LockToken.eq(row.lock_token))
+        .to_owned();
     research_task_job::Entity::update_many()
         .col_expr(research_task_job::Column::QueueJobId, Expr::value(queue_job_id))
         .col_expr(research_task_job::Column::RowVersion, Expr::col(research_task_job::Column::RowVersion).add(1))
-        .col_expr(research_task_job::Column::UpdatedAt, Expr::value(now))
+        .col_expr(
+            research_task_job::Column::UpdatedAt,
+            Func::greatest([Expr::col(research_task_job::Column::UpdatedAt), Expr::val(now)]).into(),
+        )
         .filter(research_task_job::Column::Id.eq(row.research_task_job_id))
+        .filter(research_task_job::Column::LeaseToken.is_null())
+        .filter(Expr::exists(still_locked_here))
         .exec(txn)
         .await?;
     let result = unlocked(now)
