@@ -4,7 +4,11 @@
 //! write; completion sets the draft to the stored answer in its own transaction
 //! ([`finish_in`]).
 use entity::{Stage, research_task_answer_draft as draft};
-use sea_orm::{ActiveValue::Set, ConnectionTrait, DatabaseTransaction, EntityTrait, sea_query::OnConflict};
+use sea_orm::{
+    ActiveValue::Set,
+    ConnectionTrait, DatabaseTransaction, EntityTrait,
+    sea_query::{Expr, OnConflict},
+};
 use uuid::Uuid;
 
 use super::row::{commit_as_lease_holder, lock_leased, signal};
@@ -41,7 +45,9 @@ pub async fn write_answer_draft(
 
 /// Inside the completing transaction: the draft becomes `answer`. It stays in its
 /// generation when what it held is the start of the answer (subscribers then only receive
-/// the rest), and moves to the next one otherwise (they start over).
+/// the rest), and moves to the next one otherwise (they start over). One upsert: the
+/// comparison with the draft it replaces is made by the database, in code points on both
+/// backends (`substr` and `length` count characters), as Rust's `starts_with` would.
 pub(super) async fn finish_in(
     txn: &DatabaseTransaction,
     tenant_id: &str,
@@ -49,13 +55,20 @@ pub(super) async fn finish_in(
     answer: &str,
     now: i64,
 ) -> Result<(), LifecycleError> {
-    let existing = draft::Entity::find_by_id(job_id).one(txn).await?;
-    let generation = match &existing {
-        Some(row) if answer.starts_with(row.answer.as_str()) => row.generation,
-        Some(row) => row.generation + 1,
-        None => 1,
-    };
-    upsert(txn, tenant_id, job_id, generation, answer, now).await
+    let kept_or_next = Expr::cust(
+        "CASE WHEN substr(\"excluded\".\"answer\", 1, length(\"research_task_answer_drafts\".\"answer\")) \
+         = \"research_task_answer_drafts\".\"answer\" THEN \"research_task_answer_drafts\".\"generation\" \
+         ELSE \"research_task_answer_drafts\".\"generation\" + 1 END",
+    );
+    let on_conflict = OnConflict::column(draft::Column::ResearchTaskJobId)
+        .value(draft::Column::Generation, kept_or_next)
+        .update_columns([draft::Column::Answer, draft::Column::CharCount, draft::Column::UpdatedAt])
+        .to_owned();
+    draft::Entity::insert(row(tenant_id, job_id, 1, answer, now))
+        .on_conflict(on_conflict)
+        .exec_without_returning(txn)
+        .await?;
+    Ok(())
 }
 
 async fn next_generation<C: ConnectionTrait>(txn: &C, job_id: Uuid) -> Result<i32, LifecycleError> {
@@ -71,14 +84,6 @@ async fn upsert<C: ConnectionTrait>(
     text: &str,
     now: i64,
 ) -> Result<(), LifecycleError> {
-    let row = draft::ActiveModel {
-        research_task_job_id: Set(job_id),
-        tenant_id: Set(tenant_id.to_owned()),
-        generation: Set(generation),
-        answer: Set(text.to_owned()),
-        char_count: Set(i32::try_from(text.chars().count()).unwrap_or(i32::MAX)),
-        updated_at: Set(now),
-    };
     let on_conflict = OnConflict::column(draft::Column::ResearchTaskJobId)
         .update_columns([
             draft::Column::Generation,
@@ -87,6 +92,21 @@ async fn upsert<C: ConnectionTrait>(
             draft::Column::UpdatedAt,
         ])
         .to_owned();
-    draft::Entity::insert(row).on_conflict(on_conflict).exec_without_returning(txn).await?;
+    draft::Entity::insert(row(tenant_id, job_id, generation, text, now))
+        .on_conflict(on_conflict)
+        .exec_without_returning(txn)
+        .await?;
     Ok(())
+}
+
+/// The draft row for `text` in `generation`.
+fn row(tenant_id: &str, job_id: Uuid, generation: i32, text: &str, now: i64) -> draft::ActiveModel {
+    draft::ActiveModel {
+        research_task_job_id: Set(job_id),
+        tenant_id: Set(tenant_id.to_owned()),
+        generation: Set(generation),
+        answer: Set(text.to_owned()),
+        char_count: Set(i32::try_from(text.chars().count()).unwrap_or(i32::MAX)),
+        updated_at: Set(now),
+    }
 }
