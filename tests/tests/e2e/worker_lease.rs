@@ -21,6 +21,7 @@ pub fn tests() -> Vec<DbTest> {
         one_batched_heartbeat_renews_every_lease_and_loses_only_the_stolen_one,
         a_batch_of_claims_commits_in_chunks_and_every_other_process_hears_each_one,
         a_batched_heartbeat_skips_a_row_locked_elsewhere_without_calling_it_lost,
+        every_stage_boundary_is_heard_in_another_process_as_in_this_one,
     ]
 }
 
@@ -370,5 +371,69 @@ async fn a_batched_heartbeat_skips_a_row_locked_elsewhere_without_calling_it_los
     // Once the lock is gone, the next beat renews it too.
     anyhow::ensure!(lifecycle::heartbeat_many(&db.db, &leases, LEASE_MS, later + 1).await?.is_empty());
     kfs_tests::ensure_eq!(reload(&db, claimed[0].job.id).await?.heartbeat_at, Some(later + 1));
+    Ok(())
+}
+
+/// A stage boundary's NOTIFY is queued by its event's own insert (PostgreSQL): another
+/// process's listener hears each checkpoint and the completion with the event's sequence,
+/// the partial results' and the lease holder's mark, exactly the signal this process's
+/// notifier carries.
+async fn every_stage_boundary_is_heard_in_another_process_as_in_this_one(db: TestDb) -> anyhow::Result<()> {
+    use std::time::Duration;
+    use worker::notify::{Signal, TaskSignal};
+
+    let task = fixtures::task(&db).await?;
+    let (here, elsewhere) = (Notifier::new(), Notifier::new());
+    let (mut heard_here, mut heard_elsewhere) = (here.subscribe(), elsewhere.subscribe());
+    let other_pool = worker::db::connect(&db.url).await?;
+    let (shutdown, tracker) = (worker::runtime::CancellationToken::new(), worker::runtime::TaskTracker::new());
+    worker::listener::spawn_postgres_listener(&other_pool, elsewhere.clone(), || {}, shutdown.clone(), &tracker);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let mut claimed = lifecycle::claim_due(&db.db, &here, "worker-a", LEASE_MS, 1, now_millis()).await?;
+    let claimed = claimed.pop().ok_or_else(|| anyhow::anyhow!("nothing claimed"))?;
+    let next = async |receiver: &mut tokio::sync::broadcast::Receiver<Signal>| -> anyhow::Result<TaskSignal> {
+        loop {
+            match tokio::time::timeout(Duration::from_secs(5), receiver.recv()).await {
+                Ok(Ok(Signal::Task(signal))) if signal.by_lease_holder => return Ok(signal),
+                Ok(Ok(_)) => {}
+                Ok(Err(error)) => anyhow::bail!("signals ended: {error}"),
+                Err(_) => anyhow::bail!("no signal of a stage boundary within 5 s"),
+            }
+        }
+    };
+    let mut from = claimed.job.clone();
+    for (stage, partial) in [(Stage::Retrieving, true), (Stage::Analyzing, false), (Stage::Generating, true)] {
+        let partial_results =
+            if partial { vec![(format!("bundle:{}", stage.as_str()), json!({ "passages": [] }))] } else { Vec::new() };
+        let step = Checkpoint { next_stage: stage, partial_results, cost_delta: json!({}), payload: json!({}) };
+        from = lifecycle::checkpoint(&db.db, &here, &claimed.lease, &from, LEASE_MS, step, now_millis()).await?;
+        let last_event = events(&db, task.job.id).await?.last().map(|event| event.sequence);
+        let last_partial = partials(&db, task.job.id).await?.last().map(|result| result.sequence);
+        let local = next(&mut heard_here).await?;
+        kfs_tests::ensure_eq!(
+            (local.task_id, local.progress_sequence, local.partial_sequence),
+            (task.job.id, last_event, if partial { last_partial } else { None })
+        );
+        if db.backend == kfs_tests::Backend::Postgres {
+            kfs_tests::ensure_eq!(next(&mut heard_elsewhere).await?, local, "at {stage:?}");
+        }
+    }
+    let done = Completion {
+        answer: "Bees make honey [1].".into(),
+        evidence: json!([]),
+        cost_delta: json!({}),
+        payload: serde_json::Value::Null,
+    };
+    lifecycle::complete(&db.db, &here, &claimed.lease, &from, done, now_millis()).await?;
+    let local = next(&mut heard_here).await?;
+    kfs_tests::ensure_eq!(local.progress_sequence, events(&db, task.job.id).await?.last().map(|event| event.sequence));
+    if db.backend == kfs_tests::Backend::Postgres {
+        kfs_tests::ensure_eq!(next(&mut heard_elsewhere).await?, local, "at completion");
+    }
+    shutdown.cancel();
+    tracker.close();
+    tracker.wait().await;
+    other_pool.close().await?;
     Ok(())
 }

@@ -15,6 +15,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::journal::{Journal, sequence_of_key};
+use crate::notify::TaskSignal;
 
 /// An appended progress event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,6 +24,9 @@ pub struct Appended {
     pub sequence: i32,
     /// Whether this append queued webhook deliveries (the webhook loop should look).
     pub webhooks: bool,
+    /// Whether the append also queued the transaction's NOTIFY
+    /// ([`append_progress_event_announcing`]), so the commit need not send one.
+    pub announced: bool,
 }
 
 impl Appended {
@@ -51,6 +55,7 @@ async fn insert_next<J: Journal, C: ConnectionTrait>(
     key: &str,
     values: Vec<(J::Column, Option<SimpleExpr>)>,
     also: Option<SimpleExpr>,
+    notify: Option<SimpleExpr>,
 ) -> Result<Slot, DbErr> {
     // The last sequence plus one, read in the same statement (the caller's row lock keeps
     // it from moving until commit).
@@ -68,7 +73,10 @@ async fn insert_next<J: Journal, C: ConnectionTrait>(
         // Either unique index (key or sequence) makes it a no-op; only a written key can
         // clash while the caller holds the row lock.
         .on_conflict(OnConflict::new().do_nothing().to_owned())
-        .returning(Query::returning().exprs([Expr::col(J::SEQUENCE), also.unwrap_or_else(|| Expr::val(false))]))
+        .returning(
+            Query::returning()
+                .exprs([Expr::col(J::SEQUENCE), also.unwrap_or_else(|| Expr::val(false))].into_iter().chain(notify)),
+        )
         .to_owned();
     let statement = StatementBuilder::build(&insert, &txn.get_database_backend());
     if let Some(row) = txn.query_one_raw(statement).await? {
@@ -91,6 +99,47 @@ pub async fn append_progress_event<C: ConnectionTrait>(
     payload: Value,
     now: i64,
 ) -> Result<Appended, DbErr> {
+    append(txn, job, Event { event_type, stage, idempotency_key, payload }, None, now).await
+}
+
+/// [`append_progress_event`] for the last write of a transaction: on PostgreSQL the same
+/// statement also queues the transaction's NOTIFY, `signal` with this event's sequence and
+/// `webhooks` set when the task's creator has an enabled endpoint (a wake-up the webhook
+/// loop may find nothing for), one statement fewer per commit. A replayed key appends
+/// nothing and so announces nothing: [`Appended::announced`] says which happened, and
+/// `row::commit_announced` sends the NOTIFY itself when it is false.
+pub async fn append_progress_event_announcing<C: ConnectionTrait>(
+    txn: &C,
+    job: &research_task_job::Model,
+    event: Event<'_>,
+    signal: &TaskSignal,
+    now: i64,
+) -> Result<Appended, DbErr> {
+    let announce = crate::db::is_postgres(txn.get_database_backend()).then_some(signal);
+    append(txn, job, event, announce, now).await
+}
+
+/// A progress event to append.
+#[derive(Debug, Clone)]
+pub struct Event<'a> {
+    /// Its type.
+    pub event_type: ProgressEventType,
+    /// The stage it reports.
+    pub stage: Stage,
+    /// Its idempotency key (a replay appends nothing).
+    pub idempotency_key: &'a str,
+    /// Its payload.
+    pub payload: Value,
+}
+
+async fn append<C: ConnectionTrait>(
+    txn: &C,
+    job: &research_task_job::Model,
+    event: Event<'_>,
+    announce: Option<&TaskSignal>,
+    now: i64,
+) -> Result<Appended, DbErr> {
+    let Event { event_type, stage, idempotency_key, payload } = event;
     let values = progress::Column::iter()
         .map(|column| {
             let value: Option<SimpleExpr> = match column {
@@ -108,16 +157,33 @@ pub async fn append_progress_event<C: ConnectionTrait>(
             (column, value)
         })
         .collect();
-    let any_endpoint = Some(crate::webhooks::any_endpoint(job));
+    let any_endpoint = crate::webhooks::any_endpoint(job);
+    let notify = announce.map(|signal| notify_with_sequence(signal, any_endpoint.clone())).transpose()?;
+    let announced = notify.is_some();
     let (sequence, any_endpoint) =
-        match insert_next::<progress::Entity, _>(txn, job.id, idempotency_key, values, any_endpoint).await? {
-            Slot::Written(sequence) => return Ok(Appended { sequence, webhooks: false }),
+        match insert_next::<progress::Entity, _>(txn, job.id, idempotency_key, values, Some(any_endpoint), notify)
+            .await?
+        {
+            Slot::Written(sequence) => return Ok(Appended { sequence, webhooks: false, announced: false }),
             Slot::New(sequence, any_endpoint) => (sequence, any_endpoint),
         };
     // Webhooks of the task's creator, in the same transaction as the event.
     let webhooks =
         any_endpoint && crate::webhooks::enqueue(txn, job, event_type, stage, sequence, &payload, now).await?;
-    Ok(Appended { sequence, webhooks })
+    Ok(Appended { sequence, webhooks, announced })
+}
+
+/// `pg_notify` of `signal` (serialized as every NOTIFY is) with `progress_sequence` set to
+/// the inserted row's `sequence` and `webhooks` to `webhooks`, for an insert's RETURNING.
+fn notify_with_sequence(signal: &TaskSignal, webhooks: SimpleExpr) -> Result<SimpleExpr, DbErr> {
+    let template = serde_json::to_string(signal).map_err(|error| DbErr::Custom(error.to_string()))?;
+    let payload = Expr::cust_with_exprs(
+        "CAST(jsonb_set(jsonb_set(CAST($1 AS jsonb), '{progress_sequence}', to_jsonb(\"sequence\")), \
+         '{webhooks}', to_jsonb($2)) AS text)",
+        [Expr::val(template), webhooks],
+    );
+    // pg_notify returns void, which is read back as text (never looked at).
+    Ok(Expr::cust_with_exprs("CAST(pg_notify($1, $2) AS text)", [Expr::val(crate::notify::CHANNEL), payload]))
 }
 
 /// Appends one partial result unless one with the same idempotency key exists; returns
@@ -144,7 +210,7 @@ pub async fn append_partial_result<C: ConnectionTrait>(
             (column, value)
         })
         .collect();
-    match insert_next::<partial::Entity, _>(txn, job.id, idempotency_key, values, None).await? {
+    match insert_next::<partial::Entity, _>(txn, job.id, idempotency_key, values, None, None).await? {
         Slot::Written(sequence) | Slot::New(sequence, _) => Ok(sequence),
     }
 }

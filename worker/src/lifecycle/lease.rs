@@ -11,11 +11,13 @@ use sea_orm::{
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::journal::Appended;
-use super::row::{clear_lease, commit_as_lease_holder, event_signal, lock_leased, signal, touch, update_fenced};
+use super::journal::{Appended, Event, append_progress_event_announcing};
+use super::row::{
+    clear_lease, commit_announced, commit_as_lease_holder, event_signal, lock_leased, signal, touch, update_fenced,
+};
 use super::{LifecycleError, append_partial_result, append_progress_event, delivery};
 use crate::db::begin_write;
-use crate::notify::Notifier;
+use crate::notify::{Notifier, TaskSignal};
 
 /// A held lease: what every fenced write carries.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -226,10 +228,12 @@ pub async fn checkpoint(
     if let Value::Object(fields) = &mut payload {
         fields.insert("from_stage".into(), json!(from.stage));
     }
-    let appended =
-        append_progress_event(&txn, &updated, ProgressEventType::StageChanged, step.next_stage, &key, payload, now)
-            .await?;
-    commit_as_lease_holder(txn, notifier, event_signal(updated.id, appended, partial_sequence, false)).await?;
+    let event =
+        Event { event_type: ProgressEventType::StageChanged, stage: step.next_stage, idempotency_key: &key, payload };
+    let announcement = TaskSignal { by_lease_holder: true, ..signal(updated.id, None, partial_sequence, false) };
+    let appended = append_progress_event_announcing(&txn, &updated, event, &announcement, now).await?;
+    let signal = event_signal(updated.id, appended, partial_sequence, false);
+    commit_announced(txn, notifier, signal, appended.announced).await?;
     Ok(updated)
 }
 
@@ -281,17 +285,15 @@ pub async fn complete(
     if !completion.payload.is_null() {
         payload["generation"] = completion.payload;
     }
-    let appended = append_progress_event(
-        &txn,
-        &updated,
-        ProgressEventType::StageChanged,
-        Stage::Completed,
-        "stage:completed",
+    let event = Event {
+        event_type: ProgressEventType::StageChanged,
+        stage: Stage::Completed,
+        idempotency_key: "stage:completed",
         payload,
-        now,
-    )
-    .await?;
-    commit_as_lease_holder(txn, notifier, event_signal(updated.id, appended, None, false)).await?;
+    };
+    let announcement = TaskSignal { by_lease_holder: true, ..signal(updated.id, None, None, false) };
+    let appended = append_progress_event_announcing(&txn, &updated, event, &announcement, now).await?;
+    commit_announced(txn, notifier, event_signal(updated.id, appended, None, false), appended.announced).await?;
     metrics::counter!("research_tasks_ended_total", "stage" => "completed").increment(1);
     Ok(trace)
 }

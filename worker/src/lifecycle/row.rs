@@ -140,6 +140,24 @@ pub(crate) async fn commit_as_lease_holder(
     commit(txn, notifier, TaskSignal { by_lease_holder: true, ..signal }).await
 }
 
+/// [`commit_as_lease_holder`] for a transaction whose last event already queued its
+/// NOTIFY (`journal::append_progress_event_announcing`, `announced`): only when it did not
+/// (SQLite, or a replayed key) is one sent here.
+pub(crate) async fn commit_announced(
+    txn: DatabaseTransaction,
+    notifier: &Notifier,
+    signal: TaskSignal,
+    announced: bool,
+) -> Result<(), LifecycleError> {
+    let signal = TaskSignal { by_lease_holder: true, ..signal };
+    if !announced {
+        notify_in_transaction(&txn, &signal).await?;
+    }
+    txn.commit().await?;
+    notifier.publish(signal);
+    Ok(())
+}
+
 /// [`commit`] for a transaction that changed several tasks (a chunk of claims, a batch of
 /// deletions): NOTIFYs listing their signals, and each signal published here after the
 /// commit.
