@@ -147,6 +147,7 @@ fn run() -> anyhow::Result<()> {
             rss_peak.saturating_sub(rss_before) as f64 / mean_flight.max(1.0)
         );
         println!("lease renewal lateness p99: {p99} ms (heartbeat every {heartbeat_ms} ms, lease {lease_ms} ms)");
+        println!("{}", kfs_tests::bench::postgres_conditions(&db.db).await?);
         println!("load average: {}", std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim());
         Ok(())
     }))

@@ -161,11 +161,14 @@ fn run() -> anyhow::Result<()> {
             println!("{:<10} {workers:>7}   skipped: KFS_TEST_POSTGRES_URL is not set", backend.name());
             continue;
         }
-        let mut figure = None;
-        let slot = &mut figure;
+        let (mut figure, mut conditions) = (None, None);
+        let (slot, shown) = (&mut figure, &mut conditions);
         let shoot = if backend == screenshot_backend && workers == 1 { screenshot.take() } else { None };
         runtime.block_on(TestDb::run(backend, &config, |db| async move {
             *slot = Some(measure(&db, workers, tasks, defaults.max_concurrency, shoot).await?);
+            if backend == Backend::Postgres {
+                *shown = Some(kfs_tests::bench::postgres_conditions(&db.db).await?);
+            }
             Ok(())
         }))?;
         let figure = figure.context("the measurement left no figure")?;
@@ -185,6 +188,9 @@ fn run() -> anyhow::Result<()> {
             figure.workers,
             tasks as f64 / seconds
         );
+        if let Some(conditions) = conditions {
+            println!("{:<10} {:>7}   {conditions}", "", "");
+        }
     }
     Ok(())
 }

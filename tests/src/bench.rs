@@ -62,3 +62,17 @@ pub async fn pgbench(url: &str, mode: Pgbench, clients: usize, duration: std::ti
         .find_map(|line| line.strip_prefix("tps = ")?.split_whitespace().next()?.parse().ok())
         .with_context(|| format!("no tps in pgbench's output: {stdout}"))
 }
+
+/// The PostgreSQL settings that move write figures most, as one line for a bench's output
+/// ("autovacuum off" on a CI box leaves tables without statistics or vacuuming, which no
+/// production server should run with).
+pub async fn postgres_conditions(db: &sea_orm::DatabaseConnection) -> anyhow::Result<String> {
+    use sea_orm::{ConnectionTrait, Statement};
+    let mut shown = Vec::new();
+    for setting in ["autovacuum", "synchronous_commit", "fsync"] {
+        let statement = Statement::from_string(db.get_database_backend(), format!("SHOW {setting}"));
+        let row = db.query_one_raw(statement).await?.with_context(|| format!("SHOW {setting} returned nothing"))?;
+        shown.push(format!("{setting} {}", row.try_get_by_index::<String>(0)?));
+    }
+    Ok(format!("PostgreSQL: {}", shown.join(", ")))
+}
