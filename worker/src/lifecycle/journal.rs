@@ -157,6 +157,8 @@ async fn append<C: ConnectionTrait>(
             (column, value)
         })
         .collect();
+    // (Announcing evaluates this probe twice, for the row and for the NOTIFY: a RETURNING
+    // list cannot name another of its own columns, and the probe is one index lookup.)
     let any_endpoint = crate::webhooks::any_endpoint(job);
     let notify = announce.map(|signal| notify_with_sequence(signal, any_endpoint.clone())).transpose()?;
     let announced = notify.is_some();

@@ -13,11 +13,12 @@ use uuid::Uuid;
 
 use super::journal::{Appended, Event, append_progress_event_announcing};
 use super::row::{
-    clear_lease, commit_announced, commit_as_lease_holder, event_signal, lock_leased, signal, touch, update_fenced,
+    clear_lease, commit_announced, commit_as_lease_holder, event_signal, lease_holder_signal, lock_leased, signal,
+    touch, update_fenced,
 };
 use super::{LifecycleError, append_partial_result, append_progress_event, delivery};
 use crate::db::begin_write;
-use crate::notify::{Notifier, TaskSignal};
+use crate::notify::Notifier;
 
 /// A held lease: what every fenced write carries.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -230,10 +231,9 @@ pub async fn checkpoint(
     }
     let event =
         Event { event_type: ProgressEventType::StageChanged, stage: step.next_stage, idempotency_key: &key, payload };
-    let announcement = TaskSignal { by_lease_holder: true, ..signal(updated.id, None, partial_sequence, false) };
-    let appended = append_progress_event_announcing(&txn, &updated, event, &announcement, now).await?;
-    let signal = event_signal(updated.id, appended, partial_sequence, false);
-    commit_announced(txn, notifier, signal, appended.announced).await?;
+    let template = lease_holder_signal(updated.id, partial_sequence);
+    let appended = append_progress_event_announcing(&txn, &updated, event, &template, now).await?;
+    commit_announced(txn, notifier, template, appended).await?;
     Ok(updated)
 }
 
@@ -291,9 +291,9 @@ pub async fn complete(
         idempotency_key: "stage:completed",
         payload,
     };
-    let announcement = TaskSignal { by_lease_holder: true, ..signal(updated.id, None, None, false) };
-    let appended = append_progress_event_announcing(&txn, &updated, event, &announcement, now).await?;
-    commit_announced(txn, notifier, event_signal(updated.id, appended, None, false), appended.announced).await?;
+    let template = lease_holder_signal(updated.id, None);
+    let appended = append_progress_event_announcing(&txn, &updated, event, &template, now).await?;
+    commit_announced(txn, notifier, template, appended).await?;
     metrics::counter!("research_tasks_ended_total", "stage" => "completed").increment(1);
     Ok(trace)
 }

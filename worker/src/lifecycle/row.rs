@@ -124,10 +124,7 @@ pub(crate) async fn commit(
     notifier: &Notifier,
     signal: TaskSignal,
 ) -> Result<(), LifecycleError> {
-    notify_in_transaction(&txn, &signal).await?;
-    txn.commit().await?;
-    notifier.publish(signal);
-    Ok(())
+    end(txn, notifier, signal, false).await
 }
 
 /// [`commit`] for a write of the lease holder under its own lease: the signal says so,
@@ -137,25 +134,42 @@ pub(crate) async fn commit_as_lease_holder(
     notifier: &Notifier,
     signal: TaskSignal,
 ) -> Result<(), LifecycleError> {
-    commit(txn, notifier, TaskSignal { by_lease_holder: true, ..signal }).await
+    end(txn, notifier, TaskSignal { by_lease_holder: true, ..signal }, false).await
 }
 
-/// [`commit_as_lease_holder`] for a transaction whose last event already queued its
-/// NOTIFY (`journal::append_progress_event_announcing`, `announced`): only when it did not
-/// (SQLite, or a replayed key) is one sent here.
+/// [`commit`] for a transaction whose last event was appended by
+/// `journal::append_progress_event_announcing` with `template`: the signal is the
+/// template with the event's sequence and webhooks, the same one its insert queued as
+/// NOTIFY; only when it queued none (SQLite, a replayed key) is one sent here.
 pub(crate) async fn commit_announced(
+    txn: DatabaseTransaction,
+    notifier: &Notifier,
+    template: TaskSignal,
+    appended: Appended,
+) -> Result<(), LifecycleError> {
+    let signal = TaskSignal { progress_sequence: Some(appended.sequence), webhooks: appended.webhooks, ..template };
+    end(txn, notifier, signal, appended.announced).await
+}
+
+/// The NOTIFY unless the transaction already queued it, the commit, then this process.
+async fn end(
     txn: DatabaseTransaction,
     notifier: &Notifier,
     signal: TaskSignal,
     announced: bool,
 ) -> Result<(), LifecycleError> {
-    let signal = TaskSignal { by_lease_holder: true, ..signal };
     if !announced {
         notify_in_transaction(&txn, &signal).await?;
     }
     txn.commit().await?;
     notifier.publish(signal);
     Ok(())
+}
+
+/// The signal a lease holder's write announces (see [`commit_as_lease_holder`]), before
+/// its event's sequence is known: the template of `commit_announced`.
+pub(crate) fn lease_holder_signal(task_id: Uuid, partial: Option<i32>) -> TaskSignal {
+    TaskSignal { by_lease_holder: true, ..signal(task_id, None, partial, false) }
 }
 
 /// [`commit`] for a transaction that changed several tasks (a chunk of claims, a batch of
