@@ -12,7 +12,11 @@
 //!    holds a runtime worker that other requests need;
 //! 3. the parsed document's depth and expanded size with spreads followed (`shape`), and
 //!    strings no backend can store (`strings`), before validation.
+//!
+//! A document that passed steps 2 and 3 is kept by its text (`cache`), so the next request
+//! sending the same text skips them; step 1 and the variables' checks run every time.
 
+mod cache;
 mod lexer;
 mod shape;
 mod strings;
@@ -64,6 +68,10 @@ pub async fn prepare(mut request: Request) -> Result<Request, ServerError> {
     if !strings::variables_are_storable(&request.variables) {
         return Err(nul());
     }
+    if let Some(document) = cache::get(query) {
+        request.set_parsed_query(document);
+        return Ok(request);
+    }
 
     let document = if query.len() >= PARSE_ON_POOL_BYTES {
         let text = query.clone();
@@ -89,6 +97,7 @@ pub async fn prepare(mut request: Request) -> Result<Request, ServerError> {
     if !strings::document_is_storable(&document) {
         return Err(nul());
     }
+    cache::put(&request.query, &document);
     request.set_parsed_query(document);
     Ok(request)
 }
@@ -112,4 +121,57 @@ fn internal(message: &str) -> ServerError {
 fn with_code(mut error: ServerError, code: &str) -> ServerError {
     error.extensions.get_or_insert_with(ErrorExtensionValues::default).set("code", code);
     error
+}
+
+#[cfg(test)]
+mod tests {
+    use async_graphql::Variables;
+
+    use super::*;
+
+    fn prepared(query: &str, variables: serde_json::Value) -> Result<Request, ServerError> {
+        let runtime = tokio::runtime::Builder::new_current_thread().build().expect("a runtime");
+        runtime.block_on(prepare(Request::new(query).variables(Variables::from_json(variables))))
+    }
+
+    fn code(error: &ServerError) -> Option<String> {
+        let value = error.extensions.as_ref()?.get("code")?;
+        Some(value.to_string().trim_matches('"').to_owned())
+    }
+
+    #[test]
+    fn a_kept_document_still_has_every_requests_variables_checked() {
+        let query = "query($q: String) { guardCacheVariables(q: $q) }";
+        assert!(prepared(query, serde_json::json!({ "q": "fine" })).is_ok());
+        assert!(cache::get(query).is_some(), "a checked document is kept");
+        let refused = prepared(query, serde_json::json!({ "q": "x\u{0}y" })).expect_err("a NUL variable");
+        assert_eq!(code(&refused).as_deref(), Some("BAD_USER_INPUT"));
+        let mut again = prepared(query, serde_json::json!({ "q": "fine" })).expect("the kept document");
+        assert_eq!(again.parsed_query().expect("parsed").operations.iter().count(), 1);
+    }
+
+    #[test]
+    fn a_refused_document_is_never_kept_and_is_refused_every_time() {
+        let deep = format!("{{ guardCacheDeep {}{} }}", "{ a ".repeat(40), "}".repeat(40));
+        for _ in 0..2 {
+            let refused = prepared(&deep, serde_json::json!({})).expect_err("too deep");
+            assert_eq!(code(&refused).as_deref(), Some("TOO_COMPLEX"));
+        }
+        assert!(cache::get(&deep).is_none());
+        let nul = "{ guardCacheNul(q: \"\\u0000\") }";
+        for _ in 0..2 {
+            assert_eq!(
+                code(&prepared(nul, serde_json::json!({})).expect_err("a NUL")).as_deref(),
+                Some("BAD_USER_INPUT")
+            );
+        }
+        assert!(cache::get(nul).is_none());
+    }
+
+    #[test]
+    fn a_large_document_is_parsed_every_time_rather_than_kept() {
+        let large = format!("{{ guardCacheLarge {} }}", "a ".repeat(cache::MAX_CACHED_BYTES));
+        assert!(prepared(&large, serde_json::json!({})).is_ok());
+        assert!(cache::get(&large).is_none());
+    }
 }
