@@ -129,6 +129,14 @@ mod tests {
 
     use super::*;
 
+    /// The cache is the process's: tests that look into it run one at a time, so one
+    /// filling it cannot evict what another just checked was kept.
+    static CACHE_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+        CACHE_TESTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     fn prepared(query: &str, variables: serde_json::Value) -> Result<Request, ServerError> {
         let runtime = tokio::runtime::Builder::new_current_thread().build().expect("a runtime");
         runtime.block_on(prepare(Request::new(query).variables(Variables::from_json(variables))))
@@ -141,6 +149,7 @@ mod tests {
 
     #[test]
     fn a_kept_document_still_has_every_requests_variables_checked() {
+        let _serial = one_at_a_time();
         let query = "query($q: String) { guardCacheVariables(q: $q) }";
         assert!(prepared(query, serde_json::json!({ "q": "fine" })).is_ok());
         assert!(cache::get(query).is_some(), "a checked document is kept");
@@ -152,6 +161,7 @@ mod tests {
 
     #[test]
     fn a_refused_document_is_never_kept_and_is_refused_every_time() {
+        let _serial = one_at_a_time();
         let deep = format!("{{ guardCacheDeep {}{} }}", "{ a ".repeat(40), "}".repeat(40));
         for _ in 0..2 {
             let refused = prepared(&deep, serde_json::json!({})).expect_err("too deep");
@@ -170,8 +180,25 @@ mod tests {
 
     #[test]
     fn a_large_document_is_parsed_every_time_rather_than_kept() {
+        let _serial = one_at_a_time();
         let large = format!("{{ guardCacheLarge {} }}", "a ".repeat(cache::MAX_CACHED_BYTES));
         assert!(prepared(&large, serde_json::json!({})).is_ok());
         assert!(cache::get(&large).is_none());
+    }
+
+    #[test]
+    fn many_different_documents_stay_within_the_caches_byte_bound() {
+        let _serial = one_at_a_time();
+        // Documents just under the per-document bound, several times more than fit.
+        let filler = "b ".repeat(cache::MAX_CACHED_BYTES / 2 - 40);
+        let texts: Vec<String> = (0..3 * cache::MAX_TOTAL_BYTES / cache::MAX_CACHED_BYTES)
+            .map(|index| format!("{{ guardCacheFill{index} {filler} }}"))
+            .collect();
+        for text in &texts {
+            assert!(prepared(text, serde_json::json!({})).is_ok());
+            assert!(cache::text_bytes() <= cache::MAX_TOTAL_BYTES);
+        }
+        assert!(cache::get(texts.last().expect("texts")).is_some(), "the newest is kept");
+        assert!(cache::get(&texts[0]).is_none(), "the oldest made room");
     }
 }
