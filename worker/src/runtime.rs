@@ -98,6 +98,7 @@ pub fn spawn_with_engine(
         clock: clock.clone(),
         fairness: Arc::default(),
         keeper: crate::pipeline::LeaseKeeper::start(db.clone(), &notifier, settings.clone(), clock.clone()),
+        committer: crate::pipeline::BoundaryCommitter::start(db.clone(), notifier.clone()),
     };
     let wake = Wakeups::default();
     let stop = Stop { drain: shutdown.clone(), abort: CancellationToken::new() };

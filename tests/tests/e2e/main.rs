@@ -47,6 +47,7 @@ mod research_openai;
 mod traces;
 mod webhooks;
 mod worker_fairness;
+mod worker_group_commit;
 mod worker_lease;
 mod worker_outbox;
 mod worker_pipeline;
@@ -91,6 +92,7 @@ fn main() -> ExitCode {
         traces::tests(),
         webhooks::tests(),
         worker_fairness::tests(),
+        worker_group_commit::tests(),
         worker_lease::tests(),
         worker_pipeline::tests(),
         worker_retention::tests(),

@@ -53,6 +53,7 @@ pub fn pipeline(
         clock: clock.clone(),
         fairness: Arc::default(),
         keeper: worker::pipeline::LeaseKeeper::start(db.db.clone(), notifier, settings, clock),
+        committer: worker::pipeline::BoundaryCommitter::start(db.db.clone(), notifier.clone()),
     }
 }
 

@@ -5,7 +5,8 @@ use entity::{OutboxStatus, ProgressEventType, Stage, answer_trace, research_task
 use sea_orm::{
     ActiveModelTrait,
     ActiveValue::Set,
-    ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, IntoActiveModel, QueryFilter, QuerySelect,
+    ColumnTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction, EntityTrait, IntoActiveModel, QueryFilter,
+    QuerySelect,
     sea_query::{Expr, LockBehavior, LockType, Query},
 };
 use serde_json::{Value, json};
@@ -13,12 +14,12 @@ use uuid::Uuid;
 
 use super::journal::{Appended, Event, append_progress_event_announcing};
 use super::row::{
-    clear_lease, commit_announced, commit_as_lease_holder, event_signal, lease_holder_signal, lock_leased, signal,
-    touch, update_fenced,
+    announced_signal, clear_lease, commit_announced, commit_as_lease_holder, event_signal, lease_holder_signal,
+    lock_leased, signal, touch, update_fenced,
 };
 use super::{LifecycleError, append_partial_result, append_progress_event, delivery};
 use crate::db::begin_write;
-use crate::notify::Notifier;
+use crate::notify::{Notifier, TaskSignal};
 
 /// A held lease: what every fenced write carries.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -208,13 +209,51 @@ pub async fn checkpoint(
     now: i64,
 ) -> Result<job::Model, LifecycleError> {
     let txn = begin_write(db).await?;
+    let (updated, written) = checkpoint_in(&txn, lease, from, lease_ms, step, now).await?;
+    written.commit(txn, notifier).await?;
+    Ok(updated)
+}
+
+/// What a boundary wrote in a transaction still open: the signal its commit announces.
+#[derive(Debug, Clone)]
+pub(crate) struct Written {
+    /// The signal, before its event's sequence is filled in.
+    pub template: TaskSignal,
+    /// The event the boundary appended last.
+    pub appended: Appended,
+}
+
+impl Written {
+    /// The signal as the commit announces it.
+    pub fn signal(&self) -> TaskSignal {
+        announced_signal(self.template.clone(), self.appended)
+    }
+
+    /// Commits the boundary's transaction alone.
+    pub async fn commit(self, txn: DatabaseTransaction, notifier: &Notifier) -> Result<(), LifecycleError> {
+        commit_announced(txn, notifier, self.template, self.appended).await
+    }
+}
+
+/// The writes of [`checkpoint`] in the caller's transaction (which commits them, alone or
+/// with other tasks' boundaries): nothing is written when it fails with
+/// [`LifecycleError::LeaseLost`] or [`LifecycleError::GrantDenied`]; after any other
+/// error the transaction must be rolled back.
+pub(crate) async fn checkpoint_in(
+    txn: &DatabaseTransaction,
+    lease: &Lease,
+    from: &job::Model,
+    lease_ms: i64,
+    step: Checkpoint,
+    now: i64,
+) -> Result<(job::Model, Written), LifecycleError> {
     let update = job::Entity::update_many()
         .col_expr(job::Column::Stage, Expr::value(step.next_stage))
         .col_expr(job::Column::Cost, Expr::value(crate::cost::merge(&from.cost, &step.cost_delta)))
         // A boundary proves the worker alive: the lease runs on from here.
         .col_expr(job::Column::LeaseExpiresAt, Expr::value(now.saturating_add(lease_ms)))
         .col_expr(job::Column::HeartbeatAt, Expr::value(now));
-    let updated = update_fenced(&txn, lease, from, "checkpoint", update, now).await?;
+    let updated = update_fenced(txn, lease, from, "checkpoint", update, now).await?;
     // Checked once the fence held, so a stale worker hears that it lost its lease; the
     // transaction rolls back on return.
     if step.next_stage == Stage::Completed || !from.stage.may_become(step.next_stage, None) {
@@ -222,7 +261,7 @@ pub async fn checkpoint(
     }
     let mut partial_sequence = None;
     for (key, bundle) in step.partial_results {
-        partial_sequence = Some(append_partial_result(&txn, &updated, &key, bundle, now).await?);
+        partial_sequence = Some(append_partial_result(txn, &updated, &key, bundle, now).await?);
     }
     let key = format!("stage:{}", step.next_stage.as_str());
     let mut payload = step.payload;
@@ -232,9 +271,8 @@ pub async fn checkpoint(
     let event =
         Event { event_type: ProgressEventType::StageChanged, stage: step.next_stage, idempotency_key: &key, payload };
     let template = lease_holder_signal(updated.id, partial_sequence);
-    let appended = append_progress_event_announcing(&txn, &updated, event, &template, now).await?;
-    commit_announced(txn, notifier, template, appended).await?;
-    Ok(updated)
+    let appended = append_progress_event_announcing(txn, &updated, event, &template, now).await?;
+    Ok((updated, Written { template, appended }))
 }
 
 /// Ends the task with its answer: stage `completed`, the answer trace bound to the task's
@@ -250,6 +288,21 @@ pub async fn complete(
     now: i64,
 ) -> Result<answer_trace::Model, LifecycleError> {
     let txn = begin_write(db).await?;
+    let (trace, written) = complete_in(&txn, lease, from, completion, now).await?;
+    written.commit(txn, notifier).await?;
+    metrics::counter!("research_tasks_ended_total", "stage" => "completed").increment(1);
+    Ok(trace)
+}
+
+/// The writes of [`complete`] in the caller's transaction, as [`checkpoint_in`] is to
+/// [`checkpoint`].
+pub(crate) async fn complete_in(
+    txn: &DatabaseTransaction,
+    lease: &Lease,
+    from: &job::Model,
+    completion: Completion,
+    now: i64,
+) -> Result<(answer_trace::Model, Written), LifecycleError> {
     let update = job::Entity::update_many()
         .col_expr(job::Column::Stage, Expr::value(Stage::Completed))
         .col_expr(job::Column::CompletedAt, Expr::value(now))
@@ -260,7 +313,7 @@ pub async fn complete(
         .col_expr(job::Column::WorkerId, Expr::value(Option::<String>::None))
         .col_expr(job::Column::LeaseToken, Expr::value(Option::<Uuid>::None))
         .col_expr(job::Column::LeaseExpiresAt, Expr::value(Option::<i64>::None));
-    let updated = update_fenced(&txn, lease, from, "complete", update, now).await?;
+    let updated = update_fenced(txn, lease, from, "complete", update, now).await?;
     if !from.stage.may_become(Stage::Completed, None) {
         return Err(LifecycleError::NotAllowed { command: "complete", current: from.stage });
     }
@@ -278,9 +331,9 @@ pub async fn complete(
         permission_snapshot_revision: Set(Some(updated.permission_snapshot_revision)),
         access_channel: Set(Some(updated.access_channel)),
     };
-    let trace = answer_trace::Entity::insert(trace).exec_with_returning(&txn).await?;
-    super::draft::finish_in(&txn, &updated.tenant_id, updated.id, &trace.answer, now).await?;
-    delivery::close_open(&txn, updated.id, OutboxStatus::Completed, now).await?;
+    let trace = answer_trace::Entity::insert(trace).exec_with_returning(txn).await?;
+    super::draft::finish_in(txn, &updated.tenant_id, updated.id, &trace.answer, now).await?;
+    delivery::close_open(txn, updated.id, OutboxStatus::Completed, now).await?;
     let mut payload = json!({ "from_stage": from.stage, "answer_trace_id": trace.id, "cost": updated.cost });
     if !completion.payload.is_null() {
         payload["generation"] = completion.payload;
@@ -292,10 +345,8 @@ pub async fn complete(
         payload,
     };
     let template = lease_holder_signal(updated.id, None);
-    let appended = append_progress_event_announcing(&txn, &updated, event, &template, now).await?;
-    commit_announced(txn, notifier, template, appended).await?;
-    metrics::counter!("research_tasks_ended_total", "stage" => "completed").increment(1);
-    Ok(trace)
+    let appended = append_progress_event_announcing(txn, &updated, event, &template, now).await?;
+    Ok((trace, Written { template, appended }))
 }
 
 /// Records a failed attempt: a retryable failure with attempts left waits until `retry_at`

@@ -18,6 +18,7 @@ mod draft;
 mod erase;
 mod error;
 mod fair;
+mod group;
 mod journal;
 mod lease;
 mod quota;
@@ -33,6 +34,7 @@ pub use erase::{
     tenant_spaces,
 };
 pub use error::LifecycleError;
+pub use group::{Boundary, BoundaryStep, Committed, commit_boundaries};
 pub use journal::{append_partial_result, append_progress_event};
 pub use lease::{
     Checkpoint, Claimed, Completion, FailOutcome, Failure, Lease, RetryPolicy, checkpoint, complete, fail_attempt,

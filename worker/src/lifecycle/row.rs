@@ -147,8 +147,13 @@ pub(crate) async fn commit_announced(
     template: TaskSignal,
     appended: Appended,
 ) -> Result<(), LifecycleError> {
-    let signal = TaskSignal { progress_sequence: Some(appended.sequence), webhooks: appended.webhooks, ..template };
-    end(txn, notifier, signal, appended.announced).await
+    end(txn, notifier, announced_signal(template, appended), appended.announced).await
+}
+
+/// The signal [`commit_announced`] announces: `template` with the event's sequence and
+/// webhooks.
+pub(crate) fn announced_signal(template: TaskSignal, appended: Appended) -> TaskSignal {
+    TaskSignal { progress_sequence: Some(appended.sequence), webhooks: appended.webhooks, ..template }
 }
 
 /// The NOTIFY unless the transaction already queued it, the commit, then this process.

@@ -5,9 +5,11 @@
 //! Stage outputs that later stages need are handed on in memory within a run and read
 //! back from what the checkpoints committed when a run resumes mid-way, so a re-run after
 //! a crash resumes at the last committed stage with no duplicate and no gap.
+mod committer;
 mod keeper;
 mod stages;
 
+pub use committer::BoundaryCommitter;
 pub use keeper::{Holding, LeaseKeeper};
 
 use std::future::Future;
@@ -25,7 +27,7 @@ use crate::config::WorkerSettings;
 use crate::cost;
 use crate::engine::{Limits, ResearchEngine};
 use crate::grant::{self, Verdict};
-use crate::lifecycle::{self, Claimed, FailOutcome, Failure, Lease, LifecycleError};
+use crate::lifecycle::{self, Boundary, BoundaryStep, Claimed, Committed, FailOutcome, Failure, Lease, LifecycleError};
 use crate::notify::Notifier;
 use stages::StageEnd;
 
@@ -46,6 +48,8 @@ pub struct Pipeline {
     pub fairness: Arc<tokio::sync::Mutex<crate::lifecycle::Fairness>>,
     /// Renews the leases of the running stages, all in one statement per beat.
     pub keeper: LeaseKeeper,
+    /// Commits the stage boundaries of the running tasks, several in one transaction.
+    pub committer: BoundaryCommitter,
 }
 
 /// How a worker is asked to stop.
@@ -172,31 +176,24 @@ impl Pipeline {
                 let spent = ended.cost_delta().clone();
                 return self.fail(&lease, message, false, spent).await;
             }
-            let (db, notifier, now) = (&self.db, &self.notifier, self.clock.now());
             let spent = ended.cost_delta().clone();
-            match ended {
+            let step = match ended {
                 StageEnd::Next(step, carry) => {
-                    match lifecycle::checkpoint(db, notifier, &lease, &task, self.settings.lease_ms, step, now).await {
-                        Ok(next) => {
-                            task = next;
-                            carried = carry;
-                        }
-                        Err(LifecycleError::LeaseLost) => return Ok(RunOutcome::LeaseLost),
-                        Err(LifecycleError::GrantDenied(denial)) => return self.denied(&lease, denial, spent).await,
-                        Err(error) => return Err(error),
-                    }
+                    carried = carry;
+                    BoundaryStep::Checkpoint(step, self.settings.lease_ms)
                 }
-                StageEnd::Done(done) => {
-                    return match lifecycle::complete(db, notifier, &lease, &task, done, now).await {
-                        Ok(trace) => {
-                            tracing::info!(answer_trace.id = %trace.id, "research task completed");
-                            Ok(RunOutcome::Completed(trace.id))
-                        }
-                        Err(LifecycleError::LeaseLost) => Ok(RunOutcome::LeaseLost),
-                        Err(LifecycleError::GrantDenied(denial)) => self.denied(&lease, denial, spent).await,
-                        Err(error) => Err(error),
-                    };
+                StageEnd::Done(done) => BoundaryStep::Complete(done),
+            };
+            let boundary = Boundary { lease: lease.clone(), from: task, step, now: self.clock.now() };
+            match self.committer.commit(boundary).await {
+                Ok(Committed::Checkpoint(next)) => task = *next,
+                Ok(Committed::Complete(trace)) => {
+                    tracing::info!(answer_trace.id = %trace.id, "research task completed");
+                    return Ok(RunOutcome::Completed(trace.id));
                 }
+                Err(LifecycleError::LeaseLost) => return Ok(RunOutcome::LeaseLost),
+                Err(LifecycleError::GrantDenied(denial)) => return self.denied(&lease, denial, spent).await,
+                Err(error) => return Err(error),
             }
         }
     }

@@ -1,0 +1,216 @@
+//! Group commit: several tasks' stage boundaries in one transaction, each still fenced
+//! by its own lease token and checked against its own grant, so a boundary whose lease
+//! or grant is gone loses that boundary alone; one that fails after writing rolls the
+//! group back and every boundary is committed alone instead.
+use std::time::Duration;
+
+use entity::{AccessChannel, MemberRole, Stage, member, now_millis};
+use kfs_tests::{Backend, DbTest, TestDb, db_tests, ensure_eq, fixtures};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, sea_query::Expr};
+use serde_json::json;
+use uuid::Uuid;
+use worker::Notifier;
+use worker::lifecycle::{
+    self, Boundary, BoundaryStep, Checkpoint, Claimed, Committed, Completion, LifecycleError, commit_boundaries,
+};
+use worker::notify::Signal;
+
+use crate::worker_support::{events, partials, reload};
+
+/// This module's tests.
+pub fn tests() -> Vec<DbTest> {
+    db_tests![
+        a_group_commits_every_boundary_but_the_ones_whose_lease_or_grant_is_gone,
+        a_boundary_failing_after_its_writes_rolls_the_group_back_and_the_rest_commit_alone,
+    ]
+}
+
+const LEASE_MS: i64 = 30_000;
+
+fn to_retrieving(claimed: &Claimed) -> Boundary {
+    let step = Checkpoint {
+        next_stage: Stage::Retrieving,
+        partial_results: vec![("retrieval:1".into(), json!({ "task": claimed.job.id }))],
+        cost_delta: json!({}),
+        payload: json!({}),
+    };
+    Boundary {
+        lease: claimed.lease.clone(),
+        from: claimed.job.clone(),
+        step: BoundaryStep::Checkpoint(step, LEASE_MS),
+        now: now_millis(),
+    }
+}
+
+/// Five tasks of the owner and one of a reader whose membership then changes revision
+/// (so that task's grant no longer holds); one of the owner's leases is taken by another
+/// worker. One group with all six boundaries (one of them an answer) commits the four
+/// that still hold, each with its event and partial result and a signal heard here and,
+/// on PostgreSQL, in another process; the stolen one is `LeaseLost`, the reader's
+/// `GrantDenied`, and neither row nor journal of those two changes.
+async fn a_group_commits_every_boundary_but_the_ones_whose_lease_or_grant_is_gone(db: TestDb) -> anyhow::Result<()> {
+    let owner = fixtures::task(&db).await?;
+    for _ in 0..4 {
+        fixtures::job(&db, &owner.member, AccessChannel::Interactive).await?;
+    }
+    let reader = fixtures::member(&db, &owner.space, "viewer", MemberRole::Viewer).await?;
+    let readers_task = fixtures::job(&db, &reader, AccessChannel::Interactive).await?;
+    let here = Notifier::new();
+    let elsewhere = Notifier::new();
+    let (mut heard_here, mut heard_elsewhere) = (here.subscribe(), elsewhere.subscribe());
+    let other_pool = worker::db::connect(&db.url).await?;
+    let (shutdown, tracker) = (worker::runtime::CancellationToken::new(), worker::runtime::TaskTracker::new());
+    if db.backend == Backend::Postgres {
+        worker::listener::spawn_postgres_listener(&other_pool, elsewhere.clone(), || {}, shutdown.clone(), &tracker);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let claimed = lifecycle::claim_due(&db.db, &here, "worker-a", LEASE_MS, 10, now_millis()).await?;
+    ensure_eq!(claimed.len(), 6);
+
+    let mut owners: Vec<&Claimed> = claimed.iter().filter(|claimed| claimed.job.id != readers_task.id).collect();
+    let readers = claimed.iter().find(|claimed| claimed.job.id == readers_task.id).expect("the reader's task");
+    let stolen = owners.remove(1);
+    entity::research_task_job::Entity::update_many()
+        .col_expr(entity::research_task_job::Column::LeaseToken, Expr::value(Uuid::new_v4()))
+        .filter(entity::research_task_job::Column::Id.eq(stolen.job.id))
+        .exec(&db.db)
+        .await?;
+    member::Entity::update_many()
+        .col_expr(member::Column::Revision, Expr::value(2))
+        .filter(member::Column::Id.eq(reader.id))
+        .exec(&db.db)
+        .await?;
+    let untouched = [reload(&db, stolen.job.id).await?, reload(&db, readers.job.id).await?];
+    let untouched_events = [events(&db, stolen.job.id).await?.len(), events(&db, readers.job.id).await?.len()];
+
+    // The last of the owner's tasks gets its answer in the group (a task jumps stages
+    // only in a test: `from` says generating, and the fence checks the row's stage).
+    let answering = owners.pop().expect("four owner tasks");
+    let mut answering_from = answering.job.clone();
+    entity::research_task_job::Entity::update_many()
+        .col_expr(entity::research_task_job::Column::Stage, Expr::value(Stage::Generating))
+        .filter(entity::research_task_job::Column::Id.eq(answering.job.id))
+        .exec(&db.db)
+        .await?;
+    answering_from.stage = Stage::Generating;
+    let answer = Boundary {
+        lease: answering.lease.clone(),
+        from: answering_from,
+        step: BoundaryStep::Complete(Completion {
+            answer: "Bees make honey [1].".into(),
+            evidence: json!([]),
+            cost_delta: json!({}),
+            payload: json!(null),
+        }),
+        now: now_millis(),
+    };
+    let mut group: Vec<Boundary> = owners.iter().map(|claimed| to_retrieving(claimed)).collect();
+    group.insert(1, to_retrieving(stolen));
+    group.push(to_retrieving(readers));
+    group.push(answer);
+    let ids: Vec<Uuid> = group.iter().map(|boundary| boundary.lease.job_id).collect();
+
+    let results = commit_boundaries(&db.db, &here, group).await;
+    ensure_eq!(results.len(), ids.len());
+    let mut committed = Vec::new();
+    for (id, result) in ids.iter().zip(&results) {
+        match result {
+            Ok(Committed::Checkpoint(job)) => {
+                ensure_eq!((job.id, job.stage), (*id, Stage::Retrieving));
+                ensure_eq!(reload(&db, *id).await?.stage, Stage::Retrieving);
+                ensure_eq!(partials(&db, *id).await?.len(), 1, "the checkpoint's partial result");
+                committed.push(*id);
+            }
+            Ok(Committed::Complete(trace)) => {
+                ensure_eq!((*id, trace.research_task_id), (answering.job.id, Some(answering.job.id)));
+                ensure_eq!(reload(&db, *id).await?.stage, Stage::Completed);
+                committed.push(*id);
+            }
+            Err(LifecycleError::LeaseLost) => ensure_eq!(*id, stolen.job.id, "only the stolen lease is lost"),
+            Err(LifecycleError::GrantDenied(_)) => ensure_eq!(*id, readers.job.id, "only the reader's grant died"),
+            Err(other) => anyhow::bail!("task {id}: {other:?}"),
+        }
+    }
+    ensure_eq!(committed.len(), 4);
+    ensure_eq!([reload(&db, stolen.job.id).await?, reload(&db, readers.job.id).await?], untouched);
+    ensure_eq!([events(&db, stolen.job.id).await?.len(), events(&db, readers.job.id).await?.len()], untouched_events);
+    anyhow::ensure!(partials(&db, stolen.job.id).await?.is_empty() && partials(&db, readers.job.id).await?.is_empty());
+
+    // Each committed boundary is announced with its own last event, here and elsewhere.
+    let mut listeners = vec![&mut heard_here];
+    if db.backend == Backend::Postgres {
+        listeners.push(&mut heard_elsewhere);
+    }
+    for receiver in listeners {
+        let mut heard = std::collections::BTreeMap::new();
+        while heard.len() < committed.len() {
+            match tokio::time::timeout(Duration::from_secs(5), receiver.recv()).await {
+                Ok(Ok(Signal::Task(signal))) if signal.by_lease_holder => {
+                    heard.insert(signal.task_id, signal.progress_sequence);
+                }
+                Ok(Ok(_)) => {}
+                Ok(Err(error)) => anyhow::bail!("signals ended: {error}"),
+                Err(_) => anyhow::bail!("heard {} of {} boundaries within 5 s", heard.len(), committed.len()),
+            }
+        }
+        for id in &committed {
+            let last = events(&db, *id).await?.last().map(|event| event.sequence);
+            ensure_eq!(heard.get(id).copied().flatten(), last, "the signal of {id}");
+        }
+    }
+    shutdown.cancel();
+    tracker.close();
+    tracker.wait().await;
+    other_pool.close().await?;
+    Ok(())
+}
+
+/// A boundary that asks for a move its stage does not allow is refused after its fenced
+/// update wrote: the group rolls back and each boundary is committed alone, so the others
+/// land exactly once (one event and one partial result each) and the refused one leaves
+/// its row as it was.
+async fn a_boundary_failing_after_its_writes_rolls_the_group_back_and_the_rest_commit_alone(
+    db: TestDb,
+) -> anyhow::Result<()> {
+    let owner = fixtures::task(&db).await?;
+    for _ in 0..3 {
+        fixtures::job(&db, &owner.member, AccessChannel::Interactive).await?;
+    }
+    let notifier = Notifier::new();
+    let claimed = lifecycle::claim_due(&db.db, &notifier, "worker-a", LEASE_MS, 10, now_millis()).await?;
+    ensure_eq!(claimed.len(), 4);
+    let mut group: Vec<Boundary> = claimed.iter().map(to_retrieving).collect();
+    // Planning may not jump to generating.
+    let refused = claimed[2].job.id;
+    if let BoundaryStep::Checkpoint(step, _) = &mut group[2].step {
+        step.next_stage = Stage::Generating;
+    }
+    let before = reload(&db, refused).await?;
+    let events_before: Vec<_> = {
+        let mut counts = Vec::new();
+        for claimed in &claimed {
+            counts.push(events(&db, claimed.job.id).await?.len());
+        }
+        counts
+    };
+
+    let results = commit_boundaries(&db.db, &notifier, group).await;
+    for ((claimed, result), events_before) in claimed.iter().zip(&results).zip(events_before) {
+        let id = claimed.job.id;
+        if id == refused {
+            anyhow::ensure!(
+                matches!(result, Err(LifecycleError::NotAllowed { .. })),
+                "the refused move answered {result:?}"
+            );
+            ensure_eq!(reload(&db, id).await?, before);
+            ensure_eq!(events(&db, id).await?.len(), events_before);
+            anyhow::ensure!(partials(&db, id).await?.is_empty());
+        } else {
+            anyhow::ensure!(matches!(result, Ok(Committed::Checkpoint(_))), "task {id}: {result:?}");
+            ensure_eq!(reload(&db, id).await?.stage, Stage::Retrieving);
+            ensure_eq!(events(&db, id).await?.len(), events_before + 1, "one stage event for {id}");
+            ensure_eq!(partials(&db, id).await?.len(), 1, "one partial result for {id}");
+        }
+    }
+    Ok(())
+}

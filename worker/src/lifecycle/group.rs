@@ -1,0 +1,150 @@
+//! Group commit: the stage boundaries of several tasks in one transaction, so that a
+//! worker running many tasks pays one commit (one WAL flush on PostgreSQL) per group
+//! rather than one per boundary. Every boundary keeps its own fence: each is written by
+//! the same statements as alone ([`checkpoint_in`], [`complete_in`]), each landing only
+//! while its row carries its own lease's token, so a lost lease loses that boundary and no
+//! other. A boundary that fails in a way that may have left writes behind (any database
+//! error, a stage moved under its lease) rolls the group back, and every boundary of it is
+//! then committed alone, so one bad boundary costs the others a retry, never their data.
+use entity::{answer_trace, research_task_job as job};
+use sea_orm::{DatabaseConnection, DatabaseTransaction, DbErr};
+
+use super::lease::{Written, checkpoint_in, complete_in};
+use super::{Checkpoint, Completion, Lease, LifecycleError, checkpoint, complete};
+use crate::db::begin_write;
+use crate::notify::{Notifier, notify_many_in_transaction};
+
+/// One task's stage boundary, waiting to be committed.
+#[derive(Debug, Clone)]
+pub struct Boundary {
+    /// The lease that fences it.
+    pub lease: Lease,
+    /// The job as this lease last committed it.
+    pub from: job::Model,
+    /// What it commits.
+    pub step: BoundaryStep,
+    /// The time it is stamped with.
+    pub now: i64,
+}
+
+/// What a boundary commits.
+#[derive(Debug, Clone)]
+pub enum BoundaryStep {
+    /// A move to the next stage, renewing the lease for this long (ms).
+    Checkpoint(Checkpoint, i64),
+    /// The answer.
+    Complete(Completion),
+}
+
+/// What a committed boundary left.
+#[derive(Debug, Clone)]
+pub enum Committed {
+    /// The job after its checkpoint.
+    Checkpoint(Box<job::Model>),
+    /// The answer trace of the completed task.
+    Complete(Box<answer_trace::Model>),
+}
+
+/// Commits `boundaries` (of different tasks) in one transaction, or each alone when that
+/// fails; returns each one's result in the order given. Rows are written in job-id order,
+/// so two groups locking the same rows (a stale worker's and its successor's) cannot
+/// deadlock each other.
+pub async fn commit_boundaries(
+    db: &DatabaseConnection,
+    notifier: &Notifier,
+    boundaries: Vec<Boundary>,
+) -> Vec<Result<Committed, LifecycleError>> {
+    if boundaries.len() <= 1 {
+        let mut results = Vec::with_capacity(1);
+        for boundary in boundaries {
+            results.push(commit_alone(db, notifier, boundary).await);
+        }
+        return results;
+    }
+    match commit_together(db, notifier, &boundaries).await {
+        Ok(results) => results,
+        Err(error) => {
+            tracing::debug!(error = %error, boundaries = boundaries.len(), "group commit rolled back; committing each alone");
+            let mut results = Vec::with_capacity(boundaries.len());
+            for boundary in boundaries {
+                results.push(commit_alone(db, notifier, boundary).await);
+            }
+            results
+        }
+    }
+}
+
+/// The boundary in its own transaction, exactly as the pipeline commits it when alone.
+async fn commit_alone(
+    db: &DatabaseConnection,
+    notifier: &Notifier,
+    boundary: Boundary,
+) -> Result<Committed, LifecycleError> {
+    let Boundary { lease, from, step, now } = boundary;
+    match step {
+        BoundaryStep::Checkpoint(step, lease_ms) => checkpoint(db, notifier, &lease, &from, lease_ms, step, now)
+            .await
+            .map(|job| Committed::Checkpoint(Box::new(job))),
+        BoundaryStep::Complete(done) => {
+            complete(db, notifier, &lease, &from, done, now).await.map(|trace| Committed::Complete(Box::new(trace)))
+        }
+    }
+}
+
+/// Why a group could not commit together: the transaction was rolled back.
+#[derive(Debug, thiserror::Error)]
+enum GroupFailed {
+    #[error("a boundary failed: {0}")]
+    Boundary(LifecycleError),
+    #[error("the group's commit failed: {0}")]
+    Database(#[from] DbErr),
+}
+
+async fn commit_together(
+    db: &DatabaseConnection,
+    notifier: &Notifier,
+    boundaries: &[Boundary],
+) -> Result<Vec<Result<Committed, LifecycleError>>, GroupFailed> {
+    let mut order: Vec<usize> = (0..boundaries.len()).collect();
+    order.sort_by_key(|&index| boundaries[index].lease.job_id);
+    let txn = begin_write(db).await?;
+    let mut results: Vec<Option<Result<Committed, LifecycleError>>> = boundaries.iter().map(|_| None).collect();
+    let mut written = Vec::with_capacity(boundaries.len());
+    for index in order {
+        match write(&txn, boundaries[index].clone()).await {
+            Ok((committed, wrote)) => {
+                results[index] = Some(Ok(committed));
+                written.push(wrote);
+            }
+            // Neither writes anything: the fenced update matched no row.
+            Err(lost @ (LifecycleError::LeaseLost | LifecycleError::GrantDenied(_))) => {
+                results[index] = Some(Err(lost))
+            }
+            Err(error) => return Err(GroupFailed::Boundary(error)),
+        }
+    }
+    // The NOTIFYs the appends did not queue themselves (SQLite, a replayed key).
+    let unannounced: Vec<_> = written.iter().filter(|wrote| !wrote.appended.announced).map(Written::signal).collect();
+    notify_many_in_transaction(&txn, &unannounced).await?;
+    txn.commit().await?;
+    for wrote in &written {
+        notifier.publish(wrote.signal());
+    }
+    let completed = results.iter().filter(|result| matches!(result, Some(Ok(Committed::Complete(_))))).count();
+    metrics::counter!("research_tasks_ended_total", "stage" => "completed").increment(completed as u64);
+    Ok(results.into_iter().flatten().collect())
+}
+
+async fn write(txn: &DatabaseTransaction, boundary: Boundary) -> Result<(Committed, Written), LifecycleError> {
+    let Boundary { lease, from, step, now } = boundary;
+    match step {
+        BoundaryStep::Checkpoint(step, lease_ms) => {
+            let (job, written) = checkpoint_in(txn, &lease, &from, lease_ms, step, now).await?;
+            Ok((Committed::Checkpoint(Box::new(job)), written))
+        }
+        BoundaryStep::Complete(done) => {
+            let (trace, written) = complete_in(txn, &lease, &from, done, now).await?;
+            Ok((Committed::Complete(Box::new(trace)), written))
+        }
+    }
+}
