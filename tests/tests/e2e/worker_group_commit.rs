@@ -22,6 +22,7 @@ pub fn tests() -> Vec<DbTest> {
     db_tests![
         a_group_commits_every_boundary_but_the_ones_whose_lease_or_grant_is_gone,
         a_boundary_failing_after_its_writes_rolls_the_group_back_and_the_rest_commit_alone,
+        a_group_that_cannot_reach_the_database_fails_every_boundary_and_writes_nothing,
     ]
 }
 
@@ -39,6 +40,7 @@ fn to_retrieving(claimed: &Claimed) -> Boundary {
         from: claimed.job.clone(),
         step: BoundaryStep::Checkpoint(step, LEASE_MS),
         now: now_millis(),
+        span: tracing::Span::none(),
     }
 }
 
@@ -103,6 +105,7 @@ async fn a_group_commits_every_boundary_but_the_ones_whose_lease_or_grant_is_gon
             payload: json!(null),
         }),
         now: now_millis(),
+        span: tracing::Span::none(),
     };
     let mut group: Vec<Boundary> = owners.iter().map(|claimed| to_retrieving(claimed)).collect();
     group.insert(1, to_retrieving(stolen));
@@ -212,5 +215,28 @@ async fn a_boundary_failing_after_its_writes_rolls_the_group_back_and_the_rest_c
             ensure_eq!(partials(&db, id).await?.len(), 1, "one partial result for {id}");
         }
     }
+    Ok(())
+}
+
+/// A group whose pool cannot hand out a connection fails each of its boundaries with a
+/// database error (their leases then lapse and the stages run again), and writes nothing.
+async fn a_group_that_cannot_reach_the_database_fails_every_boundary_and_writes_nothing(
+    db: TestDb,
+) -> anyhow::Result<()> {
+    let owner = fixtures::task(&db).await?;
+    fixtures::job(&db, &owner.member, AccessChannel::Interactive).await?;
+    let notifier = Notifier::new();
+    let claimed = lifecycle::claim_due(&db.db, &notifier, "worker-a", LEASE_MS, 10, now_millis()).await?;
+    ensure_eq!(claimed.len(), 2);
+    let before = [reload(&db, claimed[0].job.id).await?, reload(&db, claimed[1].job.id).await?];
+    let closed = worker::db::connect(&db.url).await?;
+    closed.clone().close().await?;
+
+    let results = commit_boundaries(&closed, &notifier, claimed.iter().map(to_retrieving).collect()).await;
+    ensure_eq!(results.len(), 2);
+    for result in &results {
+        anyhow::ensure!(matches!(result, Err(LifecycleError::Database(_))), "answered {result:?}");
+    }
+    ensure_eq!([reload(&db, claimed[0].job.id).await?, reload(&db, claimed[1].job.id).await?], before);
     Ok(())
 }

@@ -3,11 +3,14 @@
 //! rather than one per boundary. Every boundary keeps its own fence: each is written by
 //! the same statements as alone ([`checkpoint_in`], [`complete_in`]), each landing only
 //! while its row carries its own lease's token, so a lost lease loses that boundary and no
-//! other. A boundary that fails in a way that may have left writes behind (any database
+//! other. A boundary that fails in a way that may have left writes behind (a statement's
 //! error, a stage moved under its lease) rolls the group back, and every boundary of it is
 //! then committed alone, so one bad boundary costs the others a retry, never their data.
+//! When the database cannot be reached, or the commit itself fails (it may have landed),
+//! every boundary of the group fails as it would have alone, and its lease lapses.
 use entity::{answer_trace, research_task_job as job};
 use sea_orm::{DatabaseConnection, DatabaseTransaction, DbErr};
+use tracing::Instrument as _;
 
 use super::lease::{Written, checkpoint_in, complete_in};
 use super::{Checkpoint, Completion, Lease, LifecycleError, checkpoint, complete};
@@ -25,6 +28,8 @@ pub struct Boundary {
     pub step: BoundaryStep,
     /// The time it is stamped with.
     pub now: i64,
+    /// The span its writes are recorded under (the task run's), wherever they run.
+    pub span: tracing::Span,
 }
 
 /// What a boundary commits.
@@ -45,8 +50,8 @@ pub enum Committed {
     Complete(Box<answer_trace::Model>),
 }
 
-/// Commits `boundaries` (of different tasks) in one transaction, or each alone when that
-/// fails; returns each one's result in the order given. Rows are written in job-id order,
+/// Commits `boundaries` (of different tasks) in one transaction, or each alone when one
+/// of them failed in it; returns each one's result in the order given. Rows are written in job-id order,
 /// so two groups locking the same rows (a stale worker's and its successor's) cannot
 /// deadlock each other.
 pub async fn commit_boundaries(
@@ -63,7 +68,7 @@ pub async fn commit_boundaries(
     }
     match commit_together(db, notifier, &boundaries).await {
         Ok(results) => results,
-        Err(error) => {
+        Err(GroupFailed::Boundary(error)) if !lost_connection(&error) => {
             tracing::debug!(error = %error, boundaries = boundaries.len(), "group commit rolled back; committing each alone");
             let mut results = Vec::with_capacity(boundaries.len());
             for boundary in boundaries {
@@ -71,7 +76,20 @@ pub async fn commit_boundaries(
             }
             results
         }
+        // The database is out of reach (committing each alone would wait for a connection
+        // once per boundary), or the commit itself failed, when it may still have landed:
+        // every boundary fails as one committed alone would, and its lease lapses.
+        Err(failed) => {
+            tracing::warn!(error = %failed, boundaries = boundaries.len(), "group commit failed");
+            let message = failed.to_string();
+            boundaries.iter().map(|_| Err(LifecycleError::Database(DbErr::Custom(message.clone())))).collect()
+        }
     }
+}
+
+/// Whether `error` says the database could not be reached, not that a statement failed.
+fn lost_connection(error: &LifecycleError) -> bool {
+    matches!(error, LifecycleError::Database(DbErr::ConnectionAcquire(_) | DbErr::Conn(_)))
 }
 
 /// The boundary in its own transaction, exactly as the pipeline commits it when alone.
@@ -80,15 +98,18 @@ async fn commit_alone(
     notifier: &Notifier,
     boundary: Boundary,
 ) -> Result<Committed, LifecycleError> {
-    let Boundary { lease, from, step, now } = boundary;
-    match step {
-        BoundaryStep::Checkpoint(step, lease_ms) => checkpoint(db, notifier, &lease, &from, lease_ms, step, now)
-            .await
-            .map(|job| Committed::Checkpoint(Box::new(job))),
-        BoundaryStep::Complete(done) => {
-            complete(db, notifier, &lease, &from, done, now).await.map(|trace| Committed::Complete(Box::new(trace)))
+    let Boundary { lease, from, step, now, span } = boundary;
+    let committed = async {
+        match step {
+            BoundaryStep::Checkpoint(step, lease_ms) => checkpoint(db, notifier, &lease, &from, lease_ms, step, now)
+                .await
+                .map(|job| Committed::Checkpoint(Box::new(job))),
+            BoundaryStep::Complete(done) => {
+                complete(db, notifier, &lease, &from, done, now).await.map(|trace| Committed::Complete(Box::new(trace)))
+            }
         }
-    }
+    };
+    committed.instrument(span).await
 }
 
 /// Why a group could not commit together: the transaction was rolled back.
@@ -136,14 +157,17 @@ async fn commit_together(
 }
 
 async fn write(txn: &DatabaseTransaction, boundary: Boundary) -> Result<(Committed, Written), LifecycleError> {
-    let Boundary { lease, from, step, now } = boundary;
+    let Boundary { lease, from, step, now, span } = boundary;
+    // The span the boundary would have had alone, under its own task's run.
     match step {
         BoundaryStep::Checkpoint(step, lease_ms) => {
-            let (job, written) = checkpoint_in(txn, &lease, &from, lease_ms, step, now).await?;
+            let span = tracing::debug_span!(parent: &span, "checkpoint", task.id = %lease.job_id);
+            let (job, written) = checkpoint_in(txn, &lease, &from, lease_ms, step, now).instrument(span).await?;
             Ok((Committed::Checkpoint(Box::new(job)), written))
         }
         BoundaryStep::Complete(done) => {
-            let (trace, written) = complete_in(txn, &lease, &from, done, now).await?;
+            let span = tracing::debug_span!(parent: &span, "complete", task.id = %lease.job_id);
+            let (trace, written) = complete_in(txn, &lease, &from, done, now).instrument(span).await?;
             Ok((Committed::Complete(Box::new(trace)), written))
         }
     }

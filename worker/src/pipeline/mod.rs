@@ -184,7 +184,8 @@ impl Pipeline {
                 }
                 StageEnd::Done(done) => BoundaryStep::Complete(done),
             };
-            let boundary = Boundary { lease: lease.clone(), from: task, step, now: self.clock.now() };
+            let now = self.clock.now();
+            let boundary = Boundary { lease: lease.clone(), from: task, step, now, span: tracing::Span::current() };
             match self.committer.commit(boundary).await {
                 Ok(Committed::Checkpoint(next)) => task = *next,
                 Ok(Committed::Complete(trace)) => {
