@@ -60,21 +60,13 @@ pub async fn commit_boundaries(
     boundaries: Vec<Boundary>,
 ) -> Vec<Result<Committed, LifecycleError>> {
     if boundaries.len() <= 1 {
-        let mut results = Vec::with_capacity(1);
-        for boundary in boundaries {
-            results.push(commit_alone(db, notifier, boundary).await);
-        }
-        return results;
+        return commit_each_alone(db, notifier, boundaries).await;
     }
     match commit_together(db, notifier, &boundaries).await {
         Ok(results) => results,
         Err(GroupFailed::Boundary(error)) if !lost_connection(&error) => {
             tracing::debug!(error = %error, boundaries = boundaries.len(), "group commit rolled back; committing each alone");
-            let mut results = Vec::with_capacity(boundaries.len());
-            for boundary in boundaries {
-                results.push(commit_alone(db, notifier, boundary).await);
-            }
-            results
+            commit_each_alone(db, notifier, boundaries).await
         }
         // The database is out of reach (committing each alone would wait for a connection
         // once per boundary), or the commit itself failed, when it may still have landed:
@@ -90,6 +82,18 @@ pub async fn commit_boundaries(
 /// Whether `error` says the database could not be reached, not that a statement failed.
 fn lost_connection(error: &LifecycleError) -> bool {
     matches!(error, LifecycleError::Database(DbErr::ConnectionAcquire(_) | DbErr::Conn(_)))
+}
+
+async fn commit_each_alone(
+    db: &DatabaseConnection,
+    notifier: &Notifier,
+    boundaries: Vec<Boundary>,
+) -> Vec<Result<Committed, LifecycleError>> {
+    let mut results = Vec::with_capacity(boundaries.len());
+    for boundary in boundaries {
+        results.push(commit_alone(db, notifier, boundary).await);
+    }
+    results
 }
 
 /// The boundary in its own transaction, exactly as the pipeline commits it when alone.
@@ -145,11 +149,17 @@ async fn commit_together(
         }
     }
     // The NOTIFYs the appends did not queue themselves (SQLite, a replayed key).
-    let unannounced: Vec<_> = written.iter().filter(|wrote| !wrote.appended.announced).map(Written::signal).collect();
+    let signals: Vec<_> = written.iter().map(Written::signal).collect();
+    let unannounced: Vec<_> = signals
+        .iter()
+        .zip(&written)
+        .filter(|(_, wrote)| !wrote.appended.announced)
+        .map(|(signal, _)| signal.clone())
+        .collect();
     notify_many_in_transaction(&txn, &unannounced).await?;
     txn.commit().await?;
-    for wrote in &written {
-        notifier.publish(wrote.signal());
+    for signal in signals {
+        notifier.publish(signal);
     }
     let completed = results.iter().filter(|result| matches!(result, Some(Ok(Committed::Complete(_))))).count();
     metrics::counter!("research_tasks_ended_total", "stage" => "completed").increment(completed as u64);
