@@ -309,8 +309,9 @@ impl ResearchEngine for BuiltinEngine {
         let mut found = Vec::with_capacity(plan.sub_queries.len());
         let mut read = String::new();
         let scope = Scope { tenant_id: &ctx.job.tenant_id, knowledge_space_id: ctx.job.knowledge_space_id };
-        for sub_query in &plan.sub_queries {
-            let hits = self.retriever.search(ctx.db, scope, sub_query, self.settings.candidates_per_sub_query).await?;
+        let limit = self.settings.candidates_per_sub_query;
+        let all = self.retriever.search_many(ctx.db, scope, &plan.sub_queries, limit).await?;
+        for (sub_query, hits) in plan.sub_queries.iter().zip(all) {
             let passages: Vec<Passage> = hits.into_iter().map(Passage::from).collect();
             for passage in &passages {
                 read.push_str(&passage.snippet);

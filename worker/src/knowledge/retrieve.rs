@@ -48,21 +48,38 @@ impl Retriever {
         query: &str,
         limit: u64,
     ) -> Result<Vec<Found>, DbErr> {
-        let terms = search::search_terms(query);
-        let text = search::full_text(db, scope, &terms, limit).await?;
+        Ok(self.search_many(db, scope, &[query.to_owned()], limit).await?.pop().unwrap_or_default())
+    }
+
+    /// [`Retriever::search`] for each of `queries`, in order; their full-text searches go
+    /// to the database together.
+    pub async fn search_many(
+        &self,
+        db: &DatabaseConnection,
+        scope: Scope<'_>,
+        queries: &[String],
+        limit: u64,
+    ) -> Result<Vec<Vec<Found>>, DbErr> {
+        let terms: Vec<Vec<String>> = queries.iter().map(|query| search::search_terms(query)).collect();
+        let texts = search::full_text_many(db, scope, &terms, limit).await?;
         let Some(embedder) = &self.embedder else {
-            return Ok(text);
+            return Ok(texts);
         };
-        let query_vector = match embedder.embed(&[query.to_owned()]).await {
-            Ok(mut vectors) => vectors.pop().unwrap_or_default(),
-            Err(error) => {
-                tracing::warn!(error = %error, "embedding the query failed; retrieving by full text alone");
-                return Ok(text);
-            }
-        };
-        let similar = search::vector(db, scope, embedder.model(), &query_vector, limit, self.max_compared).await?;
-        let mut fused = search::fuse(vec![text, similar]);
-        fused.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
-        Ok(fused)
+        let mut found = Vec::with_capacity(queries.len());
+        for (query, text) in queries.iter().zip(texts) {
+            let query_vector = match embedder.embed(std::slice::from_ref(query)).await {
+                Ok(mut vectors) => vectors.pop().unwrap_or_default(),
+                Err(error) => {
+                    tracing::warn!(error = %error, "embedding the query failed; retrieving by full text alone");
+                    found.push(text);
+                    continue;
+                }
+            };
+            let similar = search::vector(db, scope, embedder.model(), &query_vector, limit, self.max_compared).await?;
+            let mut fused = search::fuse(vec![text, similar]);
+            fused.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+            found.push(fused);
+        }
+        Ok(found)
     }
 }

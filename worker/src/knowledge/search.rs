@@ -6,7 +6,7 @@
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
-use sea_orm::{DatabaseConnection, DbErr, FromQueryResult, Statement, Value};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr, FromQueryResult, Statement, Value};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -155,6 +155,63 @@ pub async fn full_text(
     };
     let rows = Row::find_by_statement(statement).all(db).await?;
     Ok(rows.into_iter().enumerate().map(|(index, row)| row.found(Ranker::FullText, index + 1)).collect())
+}
+
+/// [`full_text`] for several queries' terms at once: each list's best `limit` passages,
+/// in the order given. On PostgreSQL that is one statement for them all (a research plan's
+/// sub-queries are searched together); SQLite, in process, searches each in turn.
+pub async fn full_text_many(
+    db: &DatabaseConnection,
+    scope: Scope<'_>,
+    queries: &[Vec<String>],
+    limit: u64,
+) -> Result<Vec<Vec<Found>>, DbErr> {
+    let backend = db.get_database_backend();
+    let searched: Vec<&[String]> = queries.iter().map(Vec::as_slice).filter(|terms| !terms.is_empty()).collect();
+    if !crate::db::is_postgres(backend) || searched.len() <= 1 || limit == 0 {
+        let mut found = Vec::with_capacity(queries.len());
+        for terms in queries {
+            found.push(full_text(db, scope, terms, limit).await?);
+        }
+        return Ok(found);
+    }
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let words: Vec<String> = searched.iter().map(|terms| terms.join(" or ")).collect();
+    let words = serde_json::to_string(&words).map_err(|error| DbErr::Custom(error.to_string()))?;
+    // The statement above once per query (`n` counts them from 1), each ranked and limited
+    // on its own.
+    let statement = Statement::from_sql_and_values(
+        backend,
+        format!(
+            r#"SELECT s."n", hit.* FROM jsonb_array_elements_text(CAST($3 AS jsonb)) WITH ORDINALITY AS s("words", "n")
+               CROSS JOIN LATERAL (
+                   SELECT {COLUMNS}, ts_rank(p."search_vector", q)::float8 AS "score"
+                   FROM "knowledge_passages" p
+                   JOIN "knowledge_documents" d ON d."id" = p."document_id",
+                        websearch_to_tsquery('english', s."words") AS q
+                   WHERE p."tenant_id" = $1 AND p."knowledge_space_id" = $2 AND p."search_vector" @@ q
+                   ORDER BY "score" DESC, p."id"
+                   LIMIT $4
+               ) AS hit
+               ORDER BY s."n", hit."score" DESC, hit."id""#
+        ),
+        [scope.tenant_id.into(), scope.knowledge_space_id.into(), words.into(), limit.into()],
+    );
+    let mut lists: Vec<Vec<Found>> = searched.iter().map(|_| Vec::new()).collect();
+    for result in db.query_all_raw(statement).await? {
+        let n: i64 = result.try_get("", "n")?;
+        let list = usize::try_from(n - 1).ok().and_then(|index| lists.get_mut(index));
+        let list =
+            list.ok_or_else(|| DbErr::Custom(format!("full-text search answered query {n} of {}", searched.len())))?;
+        let rank = list.len() + 1;
+        list.push(Row::from_query_result(&result, "")?.found(Ranker::FullText, rank));
+    }
+    // Back in the order asked, with nothing for the queries that had no terms.
+    let mut lists = lists.into_iter();
+    Ok(queries
+        .iter()
+        .map(|terms| if terms.is_empty() { Vec::new() } else { lists.next().unwrap_or_default() })
+        .collect())
 }
 
 #[derive(Debug, FromQueryResult)]
