@@ -132,13 +132,35 @@ impl Verdict {
 pub fn holds_sql(backend: sea_orm::DatabaseBackend, snapshot_column: &str, now: i64) -> sea_orm::sea_query::Expr {
     // sea-query's custom expressions take `$n` on PostgreSQL (where `?` is an operator)
     // and `?` elsewhere.
-    let (key_now, snapshot_expiry_passed) = match backend {
-        sea_orm::DatabaseBackend::Postgres => {
-            ("$1", "\"gs\".\"api_key_expires_at\" > to_timestamp(CAST($2 AS double precision) / 1000)")
-        }
-        _ => ("?", "unixepoch(\"gs\".\"api_key_expires_at\", 'subsec') * 1000 > ?"),
+    let sql = match backend {
+        sea_orm::DatabaseBackend::Postgres => holds_condition(backend, snapshot_column, "$1", "$2"),
+        _ => holds_condition(backend, snapshot_column, "?", "?"),
     };
-    let sql = format!(
+    sea_orm::sea_query::Expr::cust_with_values(sql, [now, now])
+}
+
+/// [`holds_sql`]'s rule as SQL text in which "now" (epoch milliseconds) is the expression
+/// `now_sql`, such as a column of a statement that checks many grants at once, each at its
+/// own time.
+pub fn holds_at(backend: sea_orm::DatabaseBackend, snapshot_column: &str, now_sql: &str) -> String {
+    holds_condition(backend, snapshot_column, now_sql, now_sql)
+}
+
+/// The rule's text; the key's and the snapshot's expiry each compare with their own
+/// reading of "now" (two placeholders, or one expression twice).
+fn holds_condition(
+    backend: sea_orm::DatabaseBackend,
+    snapshot_column: &str,
+    key_now: &str,
+    snapshot_now: &str,
+) -> String {
+    let snapshot_expiry_passed = match backend {
+        sea_orm::DatabaseBackend::Postgres => {
+            format!("\"gs\".\"api_key_expires_at\" > to_timestamp(CAST({snapshot_now} AS double precision) / 1000)")
+        }
+        _ => format!("unixepoch(\"gs\".\"api_key_expires_at\", 'subsec') * 1000 > {snapshot_now}"),
+    };
+    format!(
         "EXISTS (SELECT 1 FROM \"knowledge_space_permission_snapshots\" AS \"gs\" WHERE \"gs\".\"id\" = {snapshot_column} AND (\
          (\"gs\".\"api_key_id\" IS NULL AND EXISTS (SELECT 1 FROM \"knowledge_space_members\" AS \"gm\" \
            WHERE \"gm\".\"tenant_id\" = \"gs\".\"tenant_id\" AND \"gm\".\"knowledge_space_id\" = \"gs\".\"knowledge_space_id\" \
@@ -147,8 +169,7 @@ pub fn holds_sql(backend: sea_orm::DatabaseBackend, snapshot_column: &str, now: 
            WHERE \"gk\".\"id\" = \"gs\".\"api_key_id\" AND \"gk\".\"revoked_at\" IS NULL AND \"gk\".\"revision\" = \"gs\".\"api_key_revision\" \
            AND (\"gk\".\"expires_at\" IS NULL OR \"gk\".\"expires_at\" > {key_now})) \
            AND (\"gs\".\"api_key_expires_at\" IS NULL OR {snapshot_expiry_passed}))))"
-    );
-    sea_orm::sea_query::Expr::cust_with_values(sql, [now, now])
+    )
 }
 
 /// Whether the grant holds at `now`. One statement when it does (the rule as SQL,

@@ -23,6 +23,7 @@ pub fn tests() -> Vec<DbTest> {
         a_group_commits_every_boundary_but_the_ones_whose_lease_or_grant_is_gone,
         a_boundary_failing_after_its_writes_rolls_the_group_back_and_the_rest_commit_alone,
         a_group_that_cannot_reach_the_database_fails_every_boundary_and_writes_nothing,
+        a_group_writes_no_key_twice_and_numbers_what_it_writes_without_a_gap,
     ]
 }
 
@@ -238,5 +239,60 @@ async fn a_group_that_cannot_reach_the_database_fails_every_boundary_and_writes_
         anyhow::ensure!(matches!(result, Err(LifecycleError::Database(_))), "answered {result:?}");
     }
     ensure_eq!([reload(&db, claimed[0].job.id).await?, reload(&db, claimed[1].job.id).await?], before);
+    Ok(())
+}
+
+/// Keys written before (a replayed boundary) are not written again: a partial result
+/// whose key exists keeps its row and sequence while the new ones follow it with no gap,
+/// and a `stage_changed` event whose key exists is not appended twice; the boundary's
+/// signal then names the sequence it was written at.
+async fn a_group_writes_no_key_twice_and_numbers_what_it_writes_without_a_gap(db: TestDb) -> anyhow::Result<()> {
+    let owner = fixtures::task(&db).await?;
+    fixtures::job(&db, &owner.member, AccessChannel::Interactive).await?;
+    let notifier = Notifier::new();
+    let mut heard = notifier.subscribe();
+    let claimed = lifecycle::claim_due(&db.db, &notifier, "worker-a", LEASE_MS, 10, now_millis()).await?;
+    ensure_eq!(claimed.len(), 2);
+    let (bundled, announced) = (&claimed[0], &claimed[1]);
+    let written_bundle = json!({ "written": "before" });
+    lifecycle::append_partial_result(&db.db, &bundled.job, "retrieval:1", written_bundle.clone(), now_millis()).await?;
+    let stage_event = lifecycle::append_progress_event(
+        &db.db,
+        &announced.job,
+        entity::ProgressEventType::StageChanged,
+        Stage::Retrieving,
+        "stage:retrieving",
+        json!({}),
+        now_millis(),
+    )
+    .await?;
+    while heard.try_recv().is_ok() {}
+
+    let mut replay = to_retrieving(bundled);
+    if let BoundaryStep::Checkpoint(step, _) = &mut replay.step {
+        step.partial_results = vec![
+            ("retrieval:1".into(), json!({ "written": "again" })),
+            ("retrieval:2".into(), json!({ "written": "now" })),
+        ];
+    }
+    let results = commit_boundaries(&db.db, &notifier, vec![replay, to_retrieving(announced)]).await;
+    for result in &results {
+        anyhow::ensure!(matches!(result, Ok(Committed::Checkpoint(_))), "{result:?}");
+    }
+
+    let kept = partials(&db, bundled.job.id).await?;
+    let rows: Vec<_> = kept.iter().map(|row| (row.sequence, row.idempotency_key.as_str())).collect();
+    ensure_eq!(rows, [(1, "retrieval:1"), (2, "retrieval:2")]);
+    ensure_eq!(kept[0].evidence_bundle, written_bundle, "the written bundle is kept");
+    let journal = events(&db, announced.job.id).await?;
+    let keys: Vec<_> = journal.iter().map(|event| (event.sequence, event.idempotency_key.as_str())).collect();
+    ensure_eq!(keys, [(1, "started"), (2, "stage:retrieving")]);
+    ensure_eq!(reload(&db, announced.job.id).await?.stage, Stage::Retrieving);
+    let mut signals = std::collections::BTreeMap::new();
+    while let Ok(Signal::Task(signal)) = heard.try_recv() {
+        signals.insert(signal.task_id, (signal.progress_sequence, signal.partial_sequence));
+    }
+    ensure_eq!(signals.get(&announced.job.id).copied(), Some((Some(stage_event.sequence), Some(1))));
+    ensure_eq!(signals.get(&bundled.job.id).copied(), Some((Some(2), Some(2))));
     Ok(())
 }

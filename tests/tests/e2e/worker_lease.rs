@@ -22,6 +22,7 @@ pub fn tests() -> Vec<DbTest> {
         a_batch_of_claims_commits_in_chunks_and_every_other_process_hears_each_one,
         a_batched_heartbeat_skips_a_row_locked_elsewhere_without_calling_it_lost,
         every_stage_boundary_is_heard_in_another_process_as_in_this_one,
+        one_claim_step_leases_new_lapsed_and_woken_jobs_and_fails_the_exhausted_one,
     ]
 }
 
@@ -435,5 +436,74 @@ async fn every_stage_boundary_is_heard_in_another_process_as_in_this_one(db: Tes
     tracker.close();
     tracker.wait().await;
     other_pool.close().await?;
+    Ok(())
+}
+
+/// One claim step over every kind of due job: two new ones, a running one whose lease
+/// lapsed with attempts left, a paused one whose `resume_after` passed, and a running one
+/// whose lease lapsed after its last attempt. The first four are leased, each under its
+/// own token (on PostgreSQL the plain ones by one statement), with the events and
+/// deliveries a claim of each alone leaves; the last fails instead of being leased.
+async fn one_claim_step_leases_new_lapsed_and_woken_jobs_and_fails_the_exhausted_one(db: TestDb) -> anyhow::Result<()> {
+    use entity::{AccessChannel, research_task_job as job};
+    use sea_orm::sea_query::Expr;
+    let notifier = Notifier::new();
+    let owner = fixtures::task(&db).await?;
+    let lapsing = owner.job.clone();
+    let waking = fixtures::job(&db, &owner.member, AccessChannel::Interactive).await?;
+    let exhausted = fixtures::job(&db, &owner.member, AccessChannel::Interactive).await?;
+    let now = now_millis();
+    let running = lifecycle::claim_due(&db.db, &notifier, "worker-a", LEASE_MS, 3, now).await?;
+    kfs_tests::ensure_eq!(running.len(), 3);
+    let owner_of = |id| TaskRef {
+        id,
+        tenant_id: lapsing.tenant_id.clone(),
+        subject_id: lapsing.subject_id.clone(),
+        expected_row_version: None,
+    };
+    lifecycle::pause(&db.db, &notifier, &owner_of(waking.id), Some(now + 10), now_millis()).await?;
+    job::Entity::update_many()
+        .col_expr(job::Column::MaxExecutionAttempts, Expr::value(1))
+        .filter(job::Column::Id.eq(exhausted.id))
+        .exec(&db.db)
+        .await?;
+    let fresh = [
+        fixtures::job(&db, &owner.member, AccessChannel::Interactive).await?,
+        fixtures::job(&db, &owner.member, AccessChannel::Interactive).await?,
+    ];
+
+    // Every lease of worker-a has lapsed by then.
+    let later = now + LEASE_MS + 1;
+    let claimed = lifecycle::claim_due(&db.db, &notifier, "worker-b", LEASE_MS, 10, later).await?;
+    let mut ids: Vec<_> = claimed.iter().map(|one| one.job.id).collect();
+    ids.sort();
+    let mut expected = vec![lapsing.id, waking.id, fresh[0].id, fresh[1].id];
+    expected.sort();
+    kfs_tests::ensure_eq!(ids, expected, "the jobs leased");
+    for one in &claimed {
+        let row = reload(&db, one.job.id).await?;
+        kfs_tests::ensure_eq!(row, one.job, "the claim returns the row as committed");
+        anyhow::ensure!(row.lease_token == Some(one.lease.token) && row.worker_id.as_deref() == Some("worker-b"));
+        kfs_tests::ensure_eq!(row.stage, Stage::Planning);
+        let attempts = if fresh.iter().any(|job| job.id == row.id) { 1 } else { 2 };
+        kfs_tests::ensure_eq!(row.execution_attempts, attempts, "attempts of {}", row.id);
+        let deliveries =
+            outbox::Entity::find().filter(outbox::Column::ResearchTaskJobId.eq(row.id)).all(&db.db).await?;
+        anyhow::ensure!(deliveries.iter().any(|d| d.status == OutboxStatus::Leased), "{deliveries:?}");
+    }
+    let types = async |id| -> anyhow::Result<Vec<ProgressEventType>> {
+        let journal = events(&db, id).await?;
+        crate::worker_support::assert_gapless("progress", &journal.iter().map(|e| e.sequence).collect::<Vec<_>>())?;
+        Ok(journal.into_iter().map(|e| e.event_type).collect())
+    };
+    use ProgressEventType::{Failed, Paused, Resumed, Started};
+    for job in &fresh {
+        kfs_tests::ensure_eq!(types(job.id).await?, [Started]);
+    }
+    kfs_tests::ensure_eq!(types(lapsing.id).await?, [Started], "a rescue starts nothing");
+    kfs_tests::ensure_eq!(types(waking.id).await?, [Started, Paused, Resumed]);
+    kfs_tests::ensure_eq!(types(exhausted.id).await?, [Started, Failed]);
+    let failed = reload(&db, exhausted.id).await?;
+    anyhow::ensure!(failed.stage == Stage::Failed && failed.lease_token.is_none(), "{failed:?}");
     Ok(())
 }

@@ -27,6 +27,7 @@ pub fn tests() -> Vec<DbTest> {
         cancel_during_a_running_stage_stops_the_work_and_writes_nothing_after,
         pause_during_a_running_stage_stops_the_work_and_writes_nothing_after,
         a_revoked_api_key_fails_the_task_with_a_permission_error,
+        a_key_revoked_before_the_claim_fails_the_task_before_its_first_stage_runs,
         a_removed_member_fails_the_task_with_a_permission_error,
         a_grant_that_dies_during_a_stage_commits_nothing_of_that_stage,
         a_spent_budget_fails_the_task_with_a_clear_error,
@@ -212,6 +213,33 @@ async fn a_revoked_api_key_fails_the_task_with_a_permission_error(db: TestDb) ->
     let outcomes =
         run_due(&pipeline(&db, &notifier, "worker-a", Some(engine)), &Stop::default(), now_millis()).await?.1;
     expect_failed(&db, task.id, &outcomes, "revoked").await
+}
+
+/// A grant that died while the task was queued is refused before any stage runs (the
+/// claim checks it, on PostgreSQL in the claim's own statement): the engine, which would
+/// block in planning, is never entered, and the task fails with the denial.
+async fn a_key_revoked_before_the_claim_fails_the_task_before_its_first_stage_runs(db: TestDb) -> anyhow::Result<()> {
+    use sea_orm::ActiveValue::Set;
+    let (space, _owner, _documents) = space_with_documents(&db).await?;
+    let key = fixtures::api_key(&db, &space).await?;
+    let notifier = Notifier::new();
+    let task = create_task(&db, &notifier, key_grant(&key), Ask::default()).await?;
+    let revoked =
+        entity::api_key::ActiveModel { id: Set(key.id), revoked_at: Set(Some(now_millis())), ..Default::default() };
+    entity::api_key::Entity::update(revoked).exec(&db.db).await?;
+    let engine = Scripted::new(&db, Stage::Planning, Act::Block);
+    let worker = pipeline(&db, &notifier, "worker-a", Some(engine));
+    let stop = Stop::default();
+    let run = run_due(&worker, &stop, now_millis());
+    let outcomes = tokio::time::timeout(std::time::Duration::from_secs(20), run)
+        .await
+        .map_err(|_| anyhow::anyhow!("the first stage ran under a revoked key"))??
+        .1;
+    expect_failed(&db, task.id, &outcomes, "revoked").await?;
+    let types: Vec<_> = events(&db, task.id).await?.into_iter().map(|e| e.event_type).collect();
+    anyhow::ensure!(types == [ProgressEventType::Started, ProgressEventType::Failed], "{types:?}");
+    anyhow::ensure!(partials(&db, task.id).await?.is_empty());
+    Ok(())
 }
 
 async fn a_removed_member_fails_the_task_with_a_permission_error(db: TestDb) -> anyhow::Result<()> {

@@ -2,7 +2,8 @@
 //! failing jobs that used all their attempts, and resuming paused jobs whose
 //! `resume_after` passed.
 use entity::{ProgressEventType, Stage, research_task_job as job};
-use sea_orm::Iterable;
+use std::collections::{HashMap, HashSet, VecDeque};
+
 use sea_orm::{
     ActiveModelTrait,
     ActiveValue::Set,
@@ -10,15 +11,16 @@ use sea_orm::{
     QueryFilter, QueryOrder, QuerySelect,
     sea_query::{Expr, LockBehavior, LockType},
 };
+use sea_orm::{DbErr, Iterable};
 use serde_json::json;
 use uuid::Uuid;
 
-use super::fair;
 pub use super::fair::{Caps, Fairness, Pair};
 use super::journal::Appended;
 use super::lease::{Claimed, Lease, fail_row};
 use super::row::{commit_many, event_signal, signal, touch};
 use super::{LifecycleError, append_progress_event, delivery};
+use super::{claim_many, fair};
 use crate::db::{begin_write, is_postgres};
 use crate::notify::{Notifier, SIGNALS_PER_NOTIFY, TaskSignal};
 
@@ -85,8 +87,11 @@ pub async fn claim_fairly(
     let mut running = fair::running(db, now).await?;
     fairness.forget_all_but(&pairs);
     let per_commit = if claim.caps.is_unlimited() { SIGNALS_PER_NOTIFY } else { 1 };
-    let mut chunk = Chunk { txn: begin_write(db).await?, signals: Vec::new(), leased: Vec::new() };
-    while (claimed.len() + chunk.leased.len()) < claim.batch as usize && !pairs.is_empty() {
+    // Without caps on PostgreSQL, due rows are locked a few at a time per pair and the
+    // plain claims of a chunk leased by one statement (`claim_many`).
+    let batched = claim.caps.is_unlimited() && is_postgres(db.get_database_backend());
+    let mut chunk = Chunk::begin(db, batched).await?;
+    while (claimed.len() + chunk.len()) < claim.batch as usize && !pairs.is_empty() {
         pairs.sort_by_cached_key(|pair| fairness.order(pair, &running));
         // The first pair in line with a due job gets the lease; pairs without one (or at
         // their cap) are out for the rest of this step.
@@ -100,15 +105,27 @@ pub async fn claim_fairly(
             if !claim.caps.is_unlimited() && fair::over_cap_now(&chunk.txn, &pair, claim.caps, now).await? {
                 metrics::counter!("claims_deferred_by_cap_total").increment(1);
                 // The chunk is empty under caps; rolling it back releases the tenant's lock.
-                chunk = Chunk::begin(db, chunk.commit(notifier).await?, &mut claimed).await?;
+                claimed.extend(chunk.commit(notifier, claim, now).await?);
+                chunk = Chunk::begin(db, batched).await?;
                 pairs.remove(0);
                 continue;
             }
-            match next_due(&chunk.txn, &pair, now).await? {
+            // Rows locked ahead for one pair: its share of what this step and chunk may
+            // still take, so the pairs behind it in line are not starved of rows.
+            let room = (claim.batch as usize - claimed.len() - chunk.len()).min(per_commit - chunk.len());
+            let ahead = room.div_ceil(pairs.len()).max(1);
+            match chunk.next_due(&pair, ahead, now).await? {
+                Some(due) if chunk.ahead.is_some() && claim_many::is_plain(&due) => {
+                    chunk.plain.push(due);
+                    leased = Some((pair, true));
+                    break;
+                }
                 Some(due) => {
                     let (outcome, signal) = claim_one(&chunk.txn, due, claim.worker_id, claim.lease_ms, now).await?;
                     chunk.signals.push(signal);
-                    leased = Some((pair, outcome));
+                    let leases = outcome.is_some();
+                    chunk.leased.extend(outcome);
+                    leased = Some((pair, leases));
                     break;
                 }
                 None => {
@@ -116,41 +133,95 @@ pub async fn claim_fairly(
                 }
             }
         }
-        let Some((pair, outcome)) = leased else { break };
+        let Some((pair, leases)) = leased else { break };
         // A job that failed for good instead of being leased still took its turn.
         fairness.served(&pair);
-        if let Some(one) = outcome {
+        if leases {
             running.add(&pair);
-            chunk.leased.push(one);
         }
-        if chunk.signals.len() >= per_commit {
-            chunk = Chunk::begin(db, chunk.commit(notifier).await?, &mut claimed).await?;
+        if chunk.len() >= per_commit {
+            claimed.extend(chunk.commit(notifier, claim, now).await?);
+            chunk = Chunk::begin(db, batched).await?;
         }
     }
-    claimed.extend(chunk.commit(notifier).await?);
+    claimed.extend(chunk.commit(notifier, claim, now).await?);
     Ok(claimed)
 }
 
 /// Claims written in one transaction, not yet committed.
 struct Chunk {
     txn: DatabaseTransaction,
+    /// The signals of the claims written one by one.
     signals: Vec<TaskSignal>,
+    /// The claims written one by one.
     leased: Vec<Claimed>,
+    /// Plain claims chosen, to be leased together when the chunk commits.
+    plain: Vec<job::Model>,
+    /// PostgreSQL without caps: due rows this transaction locked ahead, per pair.
+    ahead: Option<Ahead>,
+}
+
+/// Due rows locked ahead (valid only in the transaction that locked them).
+#[derive(Default)]
+struct Ahead {
+    rows: HashMap<Pair, VecDeque<job::Model>>,
+    /// Pairs whose every due row is already among `rows`.
+    drained: HashSet<Pair>,
 }
 
 impl Chunk {
-    /// Adds what the last chunk leased to `claimed` and begins the next.
-    async fn begin(
-        db: &DatabaseConnection,
-        committed: Vec<Claimed>,
-        claimed: &mut Vec<Claimed>,
-    ) -> Result<Self, LifecycleError> {
-        claimed.extend(committed);
-        Ok(Self { txn: begin_write(db).await?, signals: Vec::new(), leased: Vec::new() })
+    /// Begins the next chunk (`batched`: locking rows ahead and leasing them together).
+    async fn begin(db: &DatabaseConnection, batched: bool) -> Result<Self, LifecycleError> {
+        Ok(Self {
+            txn: begin_write(db).await?,
+            signals: Vec::new(),
+            leased: Vec::new(),
+            plain: Vec::new(),
+            ahead: batched.then(Ahead::default),
+        })
     }
 
-    /// Commits the chunk's claims (or rolls back an empty one) and returns its leases.
-    async fn commit(self, notifier: &Notifier) -> Result<Vec<Claimed>, LifecycleError> {
+    /// The claims chosen so far.
+    fn len(&self) -> usize {
+        self.signals.len() + self.plain.len()
+    }
+
+    /// The pair's oldest due job not yet taken in this chunk, locked; up to `ahead` rows
+    /// are locked at once when batching.
+    async fn next_due(&mut self, pair: &Pair, ahead: usize, now: i64) -> Result<Option<job::Model>, LifecycleError> {
+        let Some(locked) = &mut self.ahead else {
+            return Ok(next_due(&self.txn, pair, now, 1, &[]).await?.pop());
+        };
+        if let Some(row) = locked.rows.get_mut(pair).and_then(VecDeque::pop_front) {
+            return Ok(Some(row));
+        }
+        if locked.drained.contains(pair) {
+            return Ok(None);
+        }
+        // Rows this transaction locked are not skipped by its own `SKIP LOCKED`, and the
+        // ones taken are written only at commit: leave them out by id.
+        let taken: Vec<Uuid> = self.plain.iter().map(|job| job.id).collect();
+        let mut rows: VecDeque<job::Model> = next_due(&self.txn, pair, now, ahead as u64, &taken).await?.into();
+        if rows.len() < ahead {
+            locked.drained.insert(pair.clone());
+        }
+        let first = rows.pop_front();
+        locked.rows.insert(pair.clone(), rows);
+        Ok(first)
+    }
+
+    /// Leases the plain claims, commits the chunk's claims (or rolls back an empty one)
+    /// and returns its leases; rows locked ahead and not taken are released.
+    async fn commit(
+        mut self,
+        notifier: &Notifier,
+        claim: &Claim<'_>,
+        now: i64,
+    ) -> Result<Vec<Claimed>, LifecycleError> {
+        let (leased, signals) =
+            claim_many::lease_all(&self.txn, &self.plain, claim.worker_id, claim.lease_ms, now).await?;
+        self.leased.extend(leased);
+        self.signals.extend(signals);
         if self.signals.is_empty() {
             self.txn.rollback().await?;
         } else {
@@ -160,9 +231,15 @@ impl Chunk {
     }
 }
 
-/// The oldest due job of one tenant's space, locked; other workers skip it on PostgreSQL
+/// The `limit` oldest due jobs of one tenant's space, locked; other workers skip it on PostgreSQL
 /// instead of waiting.
-async fn next_due(txn: &DatabaseTransaction, pair: &Pair, now: i64) -> Result<Option<job::Model>, LifecycleError> {
+async fn next_due(
+    txn: &DatabaseTransaction,
+    pair: &Pair,
+    now: i64,
+    limit: u64,
+    taken: &[Uuid],
+) -> Result<Vec<job::Model>, DbErr> {
     let lease_free = Condition::any().add(job::Column::LeaseToken.is_null()).add(job::Column::LeaseExpiresAt.lte(now));
     let retry_passed = Condition::any().add(job::Column::RetryAt.is_null()).add(job::Column::RetryAt.lte(now));
     let claimable = Stage::iter().filter(|stage| stage.is_claimable());
@@ -176,11 +253,14 @@ async fn next_due(txn: &DatabaseTransaction, pair: &Pair, now: i64) -> Result<Op
         .filter(Condition::any().add(runnable).add(waking))
         .order_by_asc(job::Column::UpdatedAt)
         .order_by_asc(job::Column::Id)
-        .limit(1);
+        .limit(limit);
+    if !taken.is_empty() {
+        query = query.filter(job::Column::Id.is_not_in(taken.iter().copied()));
+    }
     if is_postgres(txn.get_database_backend()) {
         query = query.lock_with_behavior(LockType::Update, LockBehavior::SkipLocked);
     }
-    Ok(query.one(txn).await?)
+    query.all(txn).await
 }
 
 /// Resumes (if paused), then leases or fails one due job; returns it when leased.
@@ -241,7 +321,7 @@ async fn claim_one(
         Some(appended) => event_signal(due.id, appended, None, false),
         None => signal(due.id, None, None, false),
     };
-    Ok((Some(Claimed { job: leased, lease }), signal))
+    Ok((Some(Claimed { job: leased, lease, grant_checked: false }), signal))
 }
 
 /// A paused job whose `resume_after` passed goes back to the stage it left, with a new

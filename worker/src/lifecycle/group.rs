@@ -1,20 +1,29 @@
 //! Group commit: the stage boundaries of several tasks in one transaction, so that a
 //! worker running many tasks pays one commit (one WAL flush on PostgreSQL) per group
-//! rather than one per boundary. Every boundary keeps its own fence: each is written by
-//! the same statements as alone ([`checkpoint_in`], [`complete_in`]), each landing only
-//! while its row carries its own lease's token, so a lost lease loses that boundary and no
-//! other. A boundary that fails in a way that may have left writes behind (a statement's
-//! error, a stage moved under its lease) rolls the group back, and every boundary of it is
-//! then committed alone, so one bad boundary costs the others a retry, never their data.
-//! When the database cannot be reached, or the commit itself fails (it may have landed),
-//! every boundary of the group fails as it would have alone, and its lease lapses.
-use entity::{answer_trace, research_task_job as job};
+//! rather than one per boundary. Every boundary keeps its own fence: each lands only while
+//! its row carries its own lease's token (and its grant holds), so a lost lease loses that
+//! boundary and no other.
+//!
+//! On PostgreSQL the whole group is written by one statement (`batch.rs`), where each
+//! boundary's writes hang off its own fenced row; boundaries the stage rule refuses are
+//! left out of it and committed alone, which refuses them after their fence. On SQLite
+//! (one writer, statements in process) each boundary is written by the same statements
+//! as alone ([`checkpoint_in`], [`complete_in`]), and one that fails in a way that may
+//! have left writes behind (a statement's error, a stage moved under its lease) rolls the
+//! group back.
+//!
+//! Either way a group whose writing fails is rolled back and every boundary of it is then
+//! committed alone, so one bad boundary costs the others a retry, never their data. When
+//! the database cannot be reached, or the commit itself fails (it may have landed), every
+//! boundary of the group fails as it would have alone, and its lease lapses.
+use entity::{Stage, answer_trace, research_task_job as job};
 use sea_orm::{DatabaseConnection, DatabaseTransaction, DbErr};
 use tracing::Instrument as _;
 
+use super::batch;
 use super::lease::{Written, checkpoint_in, complete_in};
 use super::{Checkpoint, Completion, Lease, LifecycleError, checkpoint, complete};
-use crate::db::begin_write;
+use crate::db::{begin_write, is_postgres};
 use crate::notify::{Notifier, notify_many_in_transaction};
 
 /// One task's stage boundary, waiting to be committed.
@@ -30,6 +39,18 @@ pub struct Boundary {
     pub now: i64,
     /// The span its writes are recorded under (the task run's), wherever they run.
     pub span: tracing::Span,
+}
+
+impl Boundary {
+    /// Whether the stage rule allows the move this boundary makes from its stage.
+    fn is_allowed(&self) -> bool {
+        match &self.step {
+            BoundaryStep::Checkpoint(step, _) => {
+                step.next_stage != Stage::Completed && self.from.stage.may_become(step.next_stage, None)
+            }
+            BoundaryStep::Complete(_) => self.from.stage.may_become(Stage::Completed, None),
+        }
+    }
 }
 
 /// What a boundary commits.
@@ -59,11 +80,28 @@ pub async fn commit_boundaries(
     notifier: &Notifier,
     boundaries: Vec<Boundary>,
 ) -> Vec<Result<Committed, LifecycleError>> {
-    if boundaries.len() <= 1 {
+    let postgres = is_postgres(db.get_database_backend());
+    if boundaries.len() <= 1 && !postgres {
         return commit_each_alone(db, notifier, boundaries).await;
     }
-    match commit_together(db, notifier, &boundaries).await {
-        Ok(results) => results,
+    let together = if postgres {
+        commit_in_one_statement(db, notifier, &boundaries).await
+    } else {
+        commit_together(db, notifier, &boundaries).await.map(|results| results.into_iter().map(Some).collect())
+    };
+    match together {
+        // Boundaries the stage rule refused were left out: each is committed alone, which
+        // refuses it after its fence (a stale worker hears that it lost its lease).
+        Ok(results) => {
+            let mut all = Vec::with_capacity(results.len());
+            for (boundary, result) in boundaries.into_iter().zip(results) {
+                all.push(match result {
+                    Some(result) => result,
+                    None => commit_alone(db, notifier, boundary).await,
+                });
+            }
+            all
+        }
         Err(GroupFailed::Boundary(error)) if !lost_connection(&error) => {
             tracing::debug!(error = %error, boundaries = boundaries.len(), "group commit rolled back; committing each alone");
             commit_each_alone(db, notifier, boundaries).await
@@ -81,7 +119,7 @@ pub async fn commit_boundaries(
 
 /// Whether `error` says the database could not be reached, not that a statement failed.
 fn lost_connection(error: &LifecycleError) -> bool {
-    matches!(error, LifecycleError::Database(DbErr::ConnectionAcquire(_) | DbErr::Conn(_)))
+    matches!(error, LifecycleError::Database(error) if crate::db::is_unavailable(error))
 }
 
 async fn commit_each_alone(
@@ -164,6 +202,57 @@ async fn commit_together(
     let completed = results.iter().filter(|result| matches!(result, Some(Ok(Committed::Complete(_))))).count();
     metrics::counter!("research_tasks_ended_total", "stage" => "completed").increment(completed as u64);
     Ok(results.into_iter().flatten().collect())
+}
+
+/// The group on PostgreSQL: the boundaries the stage rule allows are written by one
+/// statement (`batch.rs`), then one NOTIFY per 32 of their signals and the commit. Those it
+/// refuses are left out (`None`), for the caller to commit alone.
+async fn commit_in_one_statement(
+    db: &DatabaseConnection,
+    notifier: &Notifier,
+    boundaries: &[Boundary],
+) -> Result<Vec<Option<Result<Committed, LifecycleError>>>, GroupFailed> {
+    let allowed: Vec<&Boundary> = boundaries.iter().filter(|boundary| boundary.is_allowed()).collect();
+    let mut results: Vec<Option<Result<Committed, LifecycleError>>> = boundaries.iter().map(|_| None).collect();
+    if allowed.is_empty() {
+        return Ok(results);
+    }
+    // Each boundary's span, under its own task's run, lasts while its group is written.
+    let _spans: Vec<tracing::Span> = allowed
+        .iter()
+        .map(|boundary| match boundary.step {
+            BoundaryStep::Complete(_) => {
+                tracing::debug_span!(parent: &boundary.span, "complete", task.id = %boundary.lease.job_id)
+            }
+            BoundaryStep::Checkpoint(..) => {
+                tracing::debug_span!(parent: &boundary.span, "checkpoint", task.id = %boundary.lease.job_id)
+            }
+        })
+        .collect();
+    let txn = begin_write(db).await?;
+    let outcomes =
+        batch::write(&txn, &allowed).await.map_err(|error| GroupFailed::Boundary(LifecycleError::Database(error)))?;
+    let signals: Vec<_> =
+        outcomes.iter().filter_map(|outcome| outcome.as_ref().ok().map(|landed| landed.signal.clone())).collect();
+    notify_many_in_transaction(&txn, &signals).await?;
+    txn.commit().await?;
+    for signal in signals {
+        notifier.publish(signal);
+    }
+    let mut outcomes = outcomes.into_iter();
+    let mut completed = 0;
+    for (boundary, result) in boundaries.iter().zip(&mut results) {
+        if !boundary.is_allowed() {
+            continue;
+        }
+        let Some(outcome) = outcomes.next() else { break };
+        *result = Some(outcome.map(|landed| {
+            completed += usize::from(matches!(landed.committed, Committed::Complete(_)));
+            landed.committed
+        }));
+    }
+    metrics::counter!("research_tasks_ended_total", "stage" => "completed").increment(completed as u64);
+    Ok(results)
 }
 
 async fn write(txn: &DatabaseTransaction, boundary: Boundary) -> Result<(Committed, Written), LifecycleError> {

@@ -39,6 +39,10 @@ pub struct Claimed {
     pub job: job::Model,
     /// The lease to carry on every later write.
     pub lease: Lease,
+    /// Whether the claim found the task's grant holding as it leased it (the batched
+    /// claim checks it in the same statement), so the run need not ask again before its
+    /// first stage; false when nobody asked.
+    pub grant_checked: bool,
 }
 
 /// What a stage boundary commits.

@@ -7,7 +7,9 @@
 //! ARCHITECTURE.md. Visibility enforces the first: the row primitives (`row`, `delivery`)
 //! are crate-private, and tests reach them only through the `test-support` feature.
 
+mod batch;
 mod claim;
+mod claim_many;
 mod commands;
 mod create;
 #[cfg(feature = "test-support")]

@@ -62,18 +62,35 @@ pub(crate) async fn update_fenced(
     if let Some(updated) = fenced.exec_with_returning(txn).await?.pop() {
         return Ok(updated);
     }
-    let current = lock_leased(txn, lease).await?;
+    Err(why_unfenced(txn, lease, from, command, now).await)
+}
+
+/// Why a fenced boundary write matched no row, read under the row's lock:
+/// [`LifecycleError::LeaseLost`], `NotAllowed` for a stage that moved under this lease, or
+/// [`LifecycleError::GrantDenied`]. Writes nothing.
+pub(crate) async fn why_unfenced(
+    txn: &DatabaseTransaction,
+    lease: &Lease,
+    from: &job::Model,
+    command: &'static str,
+    now: i64,
+) -> LifecycleError {
+    let current = match lock_leased(txn, lease).await {
+        Ok(current) => current,
+        Err(lost) => return lost,
+    };
     if current.stage != from.stage {
-        return Err(LifecycleError::NotAllowed { command, current: current.stage });
+        return LifecycleError::NotAllowed { command, current: current.stage };
     }
-    match crate::grant::check(txn, current.permission_snapshot_id, now).await? {
-        crate::grant::Verdict::Denied(denial) => Err(LifecycleError::GrantDenied(denial)),
+    match crate::grant::check(txn, current.permission_snapshot_id, now).await {
+        Ok(crate::grant::Verdict::Denied(denial)) => LifecycleError::GrantDenied(denial),
         // The grant was restored between the two statements; the lock now keeps the row
         // still, so the caller may simply try again.
-        crate::grant::Verdict::Holds => Err(LifecycleError::Database(DbErr::Custom(format!(
+        Ok(crate::grant::Verdict::Holds) => LifecycleError::Database(DbErr::Custom(format!(
             "the {command} of task {} raced a grant change; it will be retried",
             lease.job_id
-        )))),
+        ))),
+        Err(error) => error.into(),
     }
 }
 

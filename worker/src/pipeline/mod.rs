@@ -115,9 +115,9 @@ impl Pipeline {
         let lease = claimed.lease;
         let mut task = claimed.job;
         let mut carried = stages::Carried::default();
-        // The first stage's boundary is the claim, which does not look at the grant; every
-        // later one is a checkpoint, which does.
-        let mut grant_checked = false;
+        // The first stage's boundary is the claim, which may have checked the grant in its
+        // own statement; every later one is a checkpoint, which does.
+        let mut grant_checked = claimed.grant_checked;
         loop {
             tracing::Span::current().record("stage", task.stage.as_str());
             if !task.stage.is_running() {
