@@ -196,6 +196,13 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
     let stop = shutdown.clone();
     tracker.spawn(async move {
         let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
+        // Without TCP_NODELAY a small write (a subscription's next message) waits behind the
+        // last one's acknowledgement, which a client may delay by 40 ms.
+        let listener = axum::serve::ListenerExt::tap_io(listener, |socket| {
+            if let Err(error) = socket.set_nodelay(true) {
+                tracing::debug!(error = %error, "could not set TCP_NODELAY on a connection");
+            }
+        });
         let serve = axum::serve(listener, app).with_graceful_shutdown(async move { stop.cancelled().await });
         if let Err(error) = serve.await {
             tracing::error!(error = %error, "the HTTP server stopped with an error");

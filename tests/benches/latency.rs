@@ -2,10 +2,11 @@
 //! subscribes to its progress over a WebSocket (`graphql-transport-ws`) after the
 //! `queued` event, and the clock stops at the first event the worker writes (its claim's
 //! `stage_changed` to planning). The `api` binary (release) runs on PostgreSQL with its
-//! embedded worker; printed are p50 and p99 at idle, and again while another tenant's
-//! backlog keeps the worker busy (the throughput bench's load: built-in engine, research
-//! mode, a queue of `KFS_BENCH_BACKLOG` tasks, 20,000 by default, created by 16 clients at once
-//! so that it outlasts the figure: the count left unfinished afterwards is printed).
+//! embedded worker; printed are p50 and p99 while another tenant's backlog keeps the
+//! worker busy (the throughput bench's load: built-in engine, research mode, a queue of
+//! `KFS_BENCH_BACKLOG` tasks, 30,000 by default, created before the server starts so that
+//! it outlasts the figure: the count left unfinished afterwards, and the backlog's
+//! completion rate meanwhile, are printed), and again at idle once the backlog is done.
 //!
 //! `KFS_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/postgres cargo bench -p
 //! workspace-tests --bench latency`; `KFS_BENCH_SAMPLES` (100) per figure.
@@ -13,12 +14,16 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use entity::{AccessChannel, ResearchMode, research_task_job as job};
 use futures_util::{StreamExt as _, TryStreamExt as _};
 use kfs_tests::process::{ApiProcess, api_command, build};
 use kfs_tests::server::{GraphqlClient, TestServer};
 use kfs_tests::ws::{Event, WsClient};
-use kfs_tests::{Backend, TestConfig, TestDb};
+use kfs_tests::{Backend, TestConfig, TestDb, fixtures};
+use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
 use serde_json::json;
+use worker::Notifier;
+use worker::lifecycle::{NewTask, create};
 
 fn main() -> ExitCode {
     kfs_tests::bench::main("latency", run)
@@ -35,35 +40,58 @@ fn run() -> anyhow::Result<()> {
         return Ok(());
     }
     let samples = usize::try_from(kfs_tests::bench::env_number("KFS_BENCH_SAMPLES", 100)?)?;
-    let backlog = usize::try_from(kfs_tests::bench::env_number("KFS_BENCH_BACKLOG", 20_000)?)?;
+    let backlog = usize::try_from(kfs_tests::bench::env_number("KFS_BENCH_BACKLOG", 30_000)?)?;
     let ([api], profile) = build(["api"])?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(TestDb::run(Backend::Postgres, &config, |db| async move {
+        // Another tenant's backlog, created before the server (and its worker) starts, so
+        // the worker runs at the throughput bench's load while the busy figure is taken:
+        // no creating client keeps ahead of a worker finishing a thousand tasks a second.
+        let loader = seed_backlog(&db, backlog).await?;
         let mut command = api_command(&api, &db.url);
         command.env("KFS_EMBEDDED_WORKER", "true").env("KFS_WORKER_POLL_INTERVAL_MS", "1000");
         let server = ApiProcess::start(command).await?;
         println!("api: {} (profile {profile}), embedded worker on; {samples} samples per figure", api.display());
         let probe = Caller::new(&server, "probe").await?;
-        let idle = measure(&server, &probe, samples).await?;
-        report("idle", &idle);
-        // Another tenant's backlog: the worker is busy throughout the second figure.
-        let loader = Caller::new(&server, "loader").await?;
-        // Created by 16 clients at once, faster than the worker finishes them, so the
-        // backlog is still there when the second figure is measured.
-        let creates = futures_util::stream::iter(0..backlog).map(|index| {
-            let input = json!({ "knowledgeSpaceId": loader.space, "query": format!("How do leases and fencing work? {index}"), "mode": "RESEARCH" });
-            let client = &loader.client;
-            async move { client.run(CREATE, json!({ "input": input })).await.map(|_| ()) }
-        });
-        creates.buffer_unordered(16).try_collect::<Vec<()>>().await?;
+        let (started, done_before) = (Instant::now(), completed(&db, loader).await?);
         let busy = measure(&server, &probe, samples).await?;
-        let left = loader.unfinished().await?;
-        // The count is one page (at most 100): enough to show the backlog outlasted the figure.
-        let left = if left == 100 { "at least 100".to_owned() } else { left.to_string() };
+        let done_after = completed(&db, loader).await?;
+        let rate = (done_after - done_before) as f64 / started.elapsed().as_secs_f64();
+        let left = backlog as u64 - done_after;
         report(&format!("with another tenant's {backlog}-task backlog ({left} still unfinished after)"), &busy);
+        println!("the backlog's tasks completed while that figure was taken: {rate:.0}/s");
+        while completed(&db, loader).await? < backlog as u64 {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        let idle = measure(&server, &probe, samples).await?;
+        report("idle (the backlog done)", &idle);
         println!("load average: {}", std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim());
         Ok(())
     }))
+}
+
+/// `tasks` queued tasks of a tenant of their own (research mode, over one document),
+/// created through the lifecycle by 16 creators; returns their space.
+async fn seed_backlog(db: &TestDb, tasks: usize) -> anyhow::Result<uuid::Uuid> {
+    let space = fixtures::space(db).await?;
+    let owner = fixtures::member(db, &space, "loader", entity::MemberRole::Owner).await?;
+    fixtures::document(
+        db,
+        &owner,
+        "Leases",
+        "A lease is a time-bounded claim on a job; fencing tokens stop stale workers.",
+    )
+    .await?;
+    let grant = fixtures::member_grant(&owner, AccessChannel::Interactive);
+    let notifier = Notifier::new();
+    let creates = futures_util::stream::iter(0..tasks).map(|index| {
+        let query = format!("How do leases and fencing work? {index}");
+        let input = NewTask { mode: Some(ResearchMode::Research), ..fixtures::new_task(grant.clone(), &query) };
+        let notifier = &notifier;
+        async move { create(&db.db, notifier, input, entity::now_millis()).await.map(|_| ()) }
+    });
+    creates.buffer_unordered(16).try_collect::<Vec<()>>().await?;
+    Ok(space.id)
 }
 
 /// A tenant with a space holding one document.
@@ -90,12 +118,6 @@ impl Caller {
             .await?;
         Ok(Self { client, token, space })
     }
-
-    async fn unfinished(&self) -> anyhow::Result<usize> {
-        let query = "query($space: UUID!) { researchTasks(knowledgeSpaceId: $space, first: 100, stages: [QUEUED, PLANNING, RETRIEVING, ANALYZING, GENERATING]) { edges { node { id } } } }";
-        let data = self.client.run(query, json!({ "space": self.space })).await?;
-        Ok(data["researchTasks"]["edges"].as_array().map_or(0, Vec::len))
-    }
 }
 
 /// `samples` create → first-worker-event times, one task at a time.
@@ -121,6 +143,14 @@ async fn measure(server: &ApiProcess, caller: &Caller, samples: usize) -> anyhow
     }
     times.sort();
     Ok(times)
+}
+
+/// The space's completed tasks.
+async fn completed(db: &TestDb, space: uuid::Uuid) -> anyhow::Result<u64> {
+    let done = job::Entity::find()
+        .filter(job::Column::KnowledgeSpaceId.eq(space))
+        .filter(job::Column::Stage.eq(entity::Stage::Completed));
+    Ok(done.count(&db.db).await?)
 }
 
 fn report(what: &str, sorted: &[Duration]) {

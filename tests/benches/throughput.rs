@@ -34,9 +34,9 @@ use worker::runtime::{CancellationToken, TaskTracker};
 use worker::{Notifier, WorkerSettings};
 
 /// Tasks per configuration unless `KFS_BENCH_TASKS` says otherwise: enough that start-up
-/// and the poll interval are noise, few enough that the four configurations finish in
-/// well under a minute.
-const TASKS: usize = 500;
+/// (the pools' first connections, the first claims) is noise at a thousand tasks a
+/// second, few enough that the four configurations finish in about a minute.
+const TASKS: usize = 3_000;
 
 /// When the screenshot of `/ops` is taken, after the page went live: three snapshots in.
 const SCREENSHOT_AFTER_MS: u64 = 6_000;

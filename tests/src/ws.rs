@@ -57,8 +57,11 @@ impl WsClient {
     pub async fn connect(url: &str, subprotocol: &str) -> anyhow::Result<Self> {
         let mut request = url.into_client_request().with_context(|| format!("building a request for {url}"))?;
         request.headers_mut().insert("sec-websocket-protocol", HeaderValue::from_str(subprotocol)?);
-        let (socket, response) =
-            tokio_tungstenite::connect_async(request).await.with_context(|| format!("opening a WebSocket to {url}"))?;
+        // Nagle off, as browsers have it: a small message right after another would
+        // otherwise wait for the server's delayed acknowledgement (up to 40 ms).
+        let (socket, response) = tokio_tungstenite::connect_async_with_config(request, None, true)
+            .await
+            .with_context(|| format!("opening a WebSocket to {url}"))?;
         let chosen = response.headers().get("sec-websocket-protocol").and_then(|value| value.to_str().ok());
         ensure!(chosen == Some(subprotocol), "asked for {subprotocol}, the server chose {chosen:?}");
         Ok(Self { socket })
