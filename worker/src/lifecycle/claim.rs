@@ -231,8 +231,8 @@ impl Chunk {
     }
 }
 
-/// The `limit` oldest due jobs of one tenant's space, locked; other workers skip it on PostgreSQL
-/// instead of waiting.
+/// The `limit` oldest due jobs of one tenant's space but `taken`, locked; other workers
+/// skip them on PostgreSQL instead of waiting.
 async fn next_due(
     txn: &DatabaseTransaction,
     pair: &Pair,
