@@ -13,15 +13,16 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use entity::{ProgressEventType, Stage, answer_trace, research_task_job as job};
+use entity::{ProgressEventType, Stage, research_task_job as job};
 use sea_orm::{ConnectionTrait, DatabaseBackend, DatabaseTransaction, DbErr, FromQueryResult, QueryResult, Statement};
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use uuid::Uuid;
 
 use super::group::{Boundary, BoundaryStep, Committed};
 use super::journal::Appended;
-use super::row::{announced_signal, lease_holder_signal, why_unfenced};
+use super::lease::{answer_trace_of, checkpoint_payload, completion_payload, stage_event_key};
+use super::row::{announced_signal, lease_holder_signal, postgres_statement, why_unfenced};
 use super::{Checkpoint, Completion, LifecycleError};
 use crate::notify::TaskSignal;
 
@@ -53,11 +54,8 @@ pub(super) async fn write(
     for (boundary, row) in boundaries.iter().zip(rows) {
         let outcome = match written.remove(&boundary.lease.job_id) {
             Some(result) => Ok(landed(txn, boundary, row, &result).await?),
-            None => match why_unfenced(txn, &boundary.lease, &boundary.from, row.command(), boundary.now).await {
-                // A failed statement leaves the transaction unusable: the group rolls back.
-                LifecycleError::Database(error) if !matches!(error, DbErr::Custom(_)) => return Err(error),
-                refused => Err(refused),
-            },
+            // (A statement failing here leaves the transaction unusable: `?` rolls the group back.)
+            None => Err(why_unfenced(txn, &boundary.lease, &boundary.from, row.command(), boundary.now).await?),
         };
         outcomes.push(outcome);
     }
@@ -67,10 +65,7 @@ pub(super) async fn write(
 /// The statement, with the grant rule checked at each boundary's own time.
 fn sql() -> &'static str {
     static SQL: OnceLock<String> = OnceLock::new();
-    SQL.get_or_init(|| {
-        let holds = crate::grant::holds_at(DatabaseBackend::Postgres, "j.\"permission_snapshot_id\"", "b.\"now\"");
-        include_str!("boundaries.postgres.sql").replace("{GRANT_HOLDS}", &holds)
-    })
+    SQL.get_or_init(|| postgres_statement(include_str!("boundaries.postgres.sql"), "j", "b.\"now\"", "f"))
 }
 
 /// What one landed boundary left, with its webhook deliveries queued (in the same
@@ -103,20 +98,14 @@ async fn landed(
     let signal = announced_signal(lease_holder_signal(job.id, partial), appended);
     let committed = match row.trace {
         None => Committed::Checkpoint(Box::new(job)),
-        Some(trace) => Committed::Complete(Box::new(answer_trace::Model {
-            id: trace.id,
-            tenant_id: job.tenant_id.clone(),
-            knowledge_space_id: job.knowledge_space_id,
-            research_task_id: Some(job.id),
-            query: job.query.clone(),
-            answer: trace.answer.to_owned(),
-            evidence: trace.evidence.clone(),
-            created_at: boundary.now,
-            subject_id: Some(job.subject_id.clone()),
-            permission_snapshot_id: Some(job.permission_snapshot_id),
-            permission_snapshot_revision: Some(job.permission_snapshot_revision),
-            access_channel: Some(job.access_channel),
-        })),
+        // What the statement inserted: the same values `complete_in` inserts.
+        Some(trace) => Committed::Complete(Box::new(answer_trace_of(
+            &job,
+            trace.id,
+            trace.answer.to_owned(),
+            trace.evidence.clone(),
+            boundary.now,
+        ))),
     };
     Ok(Landed { committed, signal })
 }
@@ -173,7 +162,7 @@ impl<'a> Row<'a> {
             lease_expires_at: None,
             complete: false,
             event_id: Uuid::now_v7(),
-            event_key: format!("stage:{}", next_stage.as_str()),
+            event_key: stage_event_key(next_stage),
             event_payload: Value::Null,
             partials: Vec::new(),
             trace: None,
@@ -181,15 +170,11 @@ impl<'a> Row<'a> {
         };
         match step {
             BoundaryStep::Checkpoint(Checkpoint { next_stage, partial_results, cost_delta, payload }, lease_ms) => {
-                let mut payload = payload.clone();
-                if let Value::Object(fields) = &mut payload {
-                    fields.insert("from_stage".into(), json!(from.stage));
-                }
                 let partials =
                     partial_results.iter().map(|(key, bundle)| Partial { id: Uuid::now_v7(), key, bundle }).collect();
                 Row {
                     lease_expires_at: Some(now.saturating_add(*lease_ms)),
-                    event_payload: payload,
+                    event_payload: checkpoint_payload(from.stage, payload.clone()),
                     partials,
                     ..base(*next_stage, cost_delta)
                 }
@@ -202,11 +187,7 @@ impl<'a> Row<'a> {
                     evidence,
                     char_count: i32::try_from(answer.chars().count()).unwrap_or(i32::MAX),
                 };
-                let mut event_payload =
-                    json!({ "from_stage": from.stage, "answer_trace_id": trace.id, "cost": row.cost });
-                if !payload.is_null() {
-                    event_payload["generation"] = payload.clone();
-                }
+                let event_payload = completion_payload(from.stage, trace.id, &row.cost, payload.clone());
                 Row { complete: true, event_payload, trace: Some(trace), ..row }
             }
         }

@@ -2,6 +2,9 @@
 -- object per boundary (see `batch.rs`). Every write below hangs off "fenced", the rows
 -- that still carry their own lease token, are still in the stage their worker ran and
 -- whose grant holds: a boundary whose row is not among them writes nothing at all.
+-- The markers in braces are rules this crate states once, filled in before the statement
+-- is first used (`row::postgres_statement`): the grant, the creator's webhook endpoints
+-- and the delivery status tests.
 WITH "input" AS MATERIALIZED (
     SELECT * FROM jsonb_to_recordset(CAST($1 AS jsonb)) AS b(
         "id" uuid, "token" uuid, "from_stage" text, "stage" text, "cost" jsonb, "now" bigint,
@@ -117,7 +120,7 @@ WITH "input" AS MATERIALIZED (
     -- (A status test no index serves: the job's own index finds its few rows whatever the
     -- planner's statistics say; see `delivery::move_unlocked`.)
     WHERE b."complete" AND o."research_task_job_id" = f."id"
-      AND (o."status" || '') IN ('pending', 'dispatching', 'dispatched', 'leased')
+      AND {DELIVERY_OPEN}
     RETURNING o."research_task_job_id"
 )
 SELECT f.*,
@@ -131,9 +134,7 @@ SELECT f.*,
                         WHERE r."research_task_job_id" = f."id" AND r."idempotency_key" = x ->> 'key'))
             FROM jsonb_array_elements(b."partials") AS x)
        ) AS "partial_sequence",
-       EXISTS (SELECT 1 FROM "webhook_endpoints" AS w
-               WHERE w."tenant_id" = f."tenant_id" AND w."knowledge_space_id" = f."knowledge_space_id"
-                 AND w."subject_id" = f."subject_id" AND w."disabled_at" IS NULL) AS "any_endpoint"
+       {ANY_ENDPOINT} AS "any_endpoint"
 FROM "fenced" AS f
 JOIN "input" AS b ON b."id" = f."id"
 LEFT JOIN "events" AS ev ON ev."research_task_job_id" = f."id"

@@ -286,14 +286,7 @@ async fn claim_one(
         return Ok((None, event_signal(due.id, failed.after(last), None, false)));
     }
 
-    if due.stage == Stage::Queued {
-        // Created → first claim: how long tasks wait for a worker.
-        metrics::histogram!("research_queue_wait_seconds").record((now - due.created_at).max(0) as f64 / 1e3);
-    } else if due.lease_token.is_some() {
-        // A running task whose lease lapsed: its worker died or stalled, and this claim
-        // rescues it.
-        metrics::counter!("research_lease_rescues_total").increment(1);
-    }
+    record_claim(&due, now);
     let token = Uuid::new_v4();
     let mut row = due.clone().into_active_model();
     touch(&due, &mut row, now);
@@ -310,7 +303,7 @@ async fn claim_one(
     row.execution_attempts = Set(due.execution_attempts + 1);
     let leased = row.update(txn).await?;
     if let Some(first) = started {
-        let payload = json!({ "worker_id": worker_id, "attempt": leased.execution_attempts });
+        let payload = started_payload(worker_id, leased.execution_attempts);
         let started =
             append_progress_event(txn, &leased, ProgressEventType::Started, first, "started", payload, now).await?;
         last = Some(started.after(last));
@@ -322,6 +315,23 @@ async fn claim_one(
         None => signal(due.id, None, None, false),
     };
     Ok((Some(Claimed { job: leased, lease, grant_checked: false }), signal))
+}
+
+/// What a claim of `due` tells the metrics (every claim, one by one or together).
+pub(super) fn record_claim(due: &job::Model, now: i64) {
+    if due.stage == Stage::Queued {
+        // Created → first claim: how long tasks wait for a worker.
+        metrics::histogram!("research_queue_wait_seconds").record((now - due.created_at).max(0) as f64 / 1e3);
+    } else if due.lease_token.is_some() {
+        // A running task whose lease lapsed: its worker died or stalled, and this claim
+        // rescues it.
+        metrics::counter!("research_lease_rescues_total").increment(1);
+    }
+}
+
+/// The `started` event's payload: who claimed the task, at which attempt.
+pub(super) fn started_payload(worker_id: &str, attempt: i32) -> serde_json::Value {
+    json!({ "worker_id": worker_id, "attempt": attempt })
 }
 
 /// A paused job whose `resume_after` passed goes back to the stage it left, with a new

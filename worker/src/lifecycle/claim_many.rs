@@ -8,12 +8,12 @@ use std::sync::OnceLock;
 use entity::{ProgressEventType, Stage, research_task_job as job};
 use sea_orm::{ConnectionTrait, DatabaseBackend, DatabaseTransaction, DbErr, FromQueryResult, Statement};
 use serde::Serialize;
-use serde_json::json;
 use uuid::Uuid;
 
+use super::claim::{record_claim, started_payload};
 use super::journal::Appended;
 use super::lease::{Claimed, Lease};
-use super::row::{event_signal, signal};
+use super::row::{event_signal, postgres_statement, signal};
 use crate::notify::TaskSignal;
 
 /// Whether `due` (locked by this transaction) is claimed by [`lease_all`]: not paused (a
@@ -39,6 +39,8 @@ pub(super) async fn lease_all(
         .map(|job| {
             // The first claim starts the pipeline: the stage after `queued`.
             let started = (job.stage == Stage::Queued).then(|| job.stage.next_in_pipeline()).flatten();
+            // The row is locked, so the claim's attempt is the next of the ones it read.
+            let payload = started_payload(worker_id, job.execution_attempts + 1);
             Row {
                 id: job.id,
                 token: Uuid::new_v4(),
@@ -46,7 +48,7 @@ pub(super) async fn lease_all(
                 stage: started.unwrap_or(job.stage).as_str(),
                 lease_expires_at: now.saturating_add(lease_ms),
                 now,
-                started_event_id: started.map(|_| Uuid::now_v7()),
+                started: started.map(|_| Started { id: Uuid::now_v7(), payload }),
             }
         })
         .collect();
@@ -55,16 +57,19 @@ pub(super) async fn lease_all(
     let results = txn.query_all_raw(statement).await?;
     let mut claimed = Vec::with_capacity(results.len());
     let mut signals = Vec::with_capacity(results.len());
-    for (result, due) in results.iter().zip(order_of(due, &results)?) {
+    for result in &results {
         let leased = job::Model::from_query_result(result, "")?;
+        let row = rows.iter().find(|row| row.id == leased.id);
+        let (Some(row), Some(due)) = (row, due.iter().find(|job| job.id == leased.id)) else {
+            return Err(DbErr::Custom(format!("claimed {}, which was not due", leased.id)));
+        };
         let started: Option<i32> = result.try_get("", "started_sequence")?;
         let new_event: bool = result.try_get("", "started_new")?;
         let any_endpoint: bool = result.try_get("", "any_endpoint")?;
         let grant_checked: bool = result.try_get("", "grant_holds")?;
-        record_metrics(due, now);
-        let signal = match started {
-            Some(sequence) => {
-                let payload = json!({ "worker_id": worker_id, "attempt": leased.execution_attempts });
+        record_claim(due, now);
+        let signal = match (started, &row.started) {
+            (Some(sequence), Some(Started { payload, .. })) => {
                 let webhooks = new_event
                     && any_endpoint
                     && crate::webhooks::enqueue(
@@ -73,13 +78,13 @@ pub(super) async fn lease_all(
                         ProgressEventType::Started,
                         leased.stage,
                         sequence,
-                        &payload,
+                        payload,
                         now,
                     )
                     .await?;
                 event_signal(leased.id, Appended { sequence, webhooks, announced: false }, None, false)
             }
-            None => signal(leased.id, None, None, false),
+            _ => signal(leased.id, None, None, false),
         };
         let token = leased.lease_token.ok_or_else(|| DbErr::Custom(format!("claim of {} left no token", leased.id)))?;
         let lease = Lease { job_id: leased.id, token, worker_id: worker_id.to_owned() };
@@ -89,33 +94,10 @@ pub(super) async fn lease_all(
     Ok((claimed, signals))
 }
 
-/// The due row each result row leased (the statement returns them in its own order).
-fn order_of<'a>(due: &'a [job::Model], results: &[sea_orm::QueryResult]) -> Result<Vec<&'a job::Model>, DbErr> {
-    results
-        .iter()
-        .map(|result| {
-            let id: Uuid = result.try_get("", "id")?;
-            due.iter().find(|job| job.id == id).ok_or_else(|| DbErr::Custom(format!("claimed {id}, which was not due")))
-        })
-        .collect()
-}
-
-/// What a claim tells the metrics, as `claim_one` does.
-fn record_metrics(due: &job::Model, now: i64) {
-    if due.stage == Stage::Queued {
-        metrics::histogram!("research_queue_wait_seconds").record((now - due.created_at).max(0) as f64 / 1e3);
-    } else if due.lease_token.is_some() {
-        metrics::counter!("research_lease_rescues_total").increment(1);
-    }
-}
-
 /// The statement, with the grant rule checked at the claim's time.
 fn sql() -> &'static str {
     static SQL: OnceLock<String> = OnceLock::new();
-    SQL.get_or_init(|| {
-        let holds = crate::grant::holds_at(DatabaseBackend::Postgres, "l.\"permission_snapshot_id\"", "c.\"now\"");
-        include_str!("claims.postgres.sql").replace("{GRANT_HOLDS}", &holds)
-    })
+    SQL.get_or_init(|| postgres_statement(include_str!("claims.postgres.sql"), "l", "c.\"now\"", "l"))
 }
 
 /// One claim as the statement reads it (an element of `$1`).
@@ -128,6 +110,13 @@ struct Row<'a> {
     stage: &'static str,
     lease_expires_at: i64,
     now: i64,
-    /// The id of its `started` event, when it starts now.
-    started_event_id: Option<Uuid>,
+    /// Its `started` event, when it starts now.
+    started: Option<Started>,
+}
+
+/// A claim's `started` event.
+#[derive(Serialize)]
+struct Started {
+    id: Uuid,
+    payload: serde_json::Value,
 }

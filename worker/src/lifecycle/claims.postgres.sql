@@ -3,10 +3,13 @@
 -- attempts left and not paused (see `claim_many.rs`). Each row gets its own lease; a job
 -- claimed from `queued` moves to its first stage and gets its `started` event; the job's
 -- open delivery becomes `leased`, with any publisher's lock released.
+-- The markers in braces are rules this crate states once, filled in before the statement
+-- is first used (`row::postgres_statement`): the grant, the creator's webhook endpoints
+-- and the delivery status tests.
 WITH "input" AS MATERIALIZED (
     SELECT * FROM jsonb_to_recordset(CAST($1 AS jsonb)) AS c(
         "id" uuid, "token" uuid, "worker_id" text, "stage" text, "lease_expires_at" bigint, "now" bigint,
-        "started_event_id" uuid)
+        "started" jsonb)
 ),
 "leased" AS (
     UPDATE "research_task_jobs" AS j SET
@@ -31,14 +34,13 @@ WITH "input" AS MATERIALIZED (
     INSERT INTO "research_task_progress_events"
         ("id", "tenant_id", "knowledge_space_id", "research_task_job_id", "sequence", "idempotency_key",
          "event_type", "stage", "payload", "created_at")
-    SELECT c."started_event_id", l."tenant_id", l."knowledge_space_id", l."id",
+    SELECT CAST(c."started" ->> 'id' AS uuid), l."tenant_id", l."knowledge_space_id", l."id",
            COALESCE((SELECT MAX(e."sequence") FROM "research_task_progress_events" AS e
                      WHERE e."research_task_job_id" = l."id"), 0) + 1,
-           'started', 'research_task.started', l."stage",
-           jsonb_build_object('worker_id', c."worker_id", 'attempt', l."execution_attempts"), c."now"
+           'started', 'research_task.started', l."stage", c."started" -> 'payload', c."now"
     FROM "leased" AS l
     JOIN "input" AS c ON c."id" = l."id"
-    WHERE c."started_event_id" IS NOT NULL
+    WHERE c."started" IS NOT NULL
     ON CONFLICT ("research_task_job_id", "idempotency_key") DO NOTHING
     RETURNING "research_task_job_id", "sequence"
 ),
@@ -49,18 +51,16 @@ WITH "input" AS MATERIALIZED (
     JOIN "input" AS c ON c."id" = l."id"
     -- (A status test no index serves, as in `delivery::move_unlocked`.)
     WHERE o."research_task_job_id" = l."id"
-      AND (o."status" || '') IN ('pending', 'dispatching', 'dispatched')
+      AND {DELIVERY_UNLEASED}
     RETURNING o."research_task_job_id"
 )
 SELECT l.*,
-       CASE WHEN c."started_event_id" IS NULL THEN NULL
+       CASE WHEN c."started" IS NULL THEN NULL
             ELSE COALESCE(s."sequence", (SELECT e."sequence" FROM "research_task_progress_events" AS e
                                          WHERE e."research_task_job_id" = l."id" AND e."idempotency_key" = 'started'))
        END AS "started_sequence",
        s."sequence" IS NOT NULL AS "started_new",
-       EXISTS (SELECT 1 FROM "webhook_endpoints" AS w
-               WHERE w."tenant_id" = l."tenant_id" AND w."knowledge_space_id" = l."knowledge_space_id"
-                 AND w."subject_id" = l."subject_id" AND w."disabled_at" IS NULL) AS "any_endpoint",
+       {ANY_ENDPOINT} AS "any_endpoint",
        -- The grant, checked here so the run need not ask again before its first stage.
        {GRANT_HOLDS} AS "grant_holds"
 FROM "leased" AS l

@@ -65,16 +65,22 @@ pub async fn close_open<C: ConnectionTrait>(
     status: OutboxStatus,
     now: i64,
 ) -> Result<u64, DbErr> {
-    let open = [OutboxStatus::Pending, OutboxStatus::Dispatching, OutboxStatus::Dispatched, OutboxStatus::Leased];
-    move_unlocked(txn, job_id, &open, status, now).await
+    move_unlocked(txn, job_id, &OPEN, status, now).await
 }
+
+/// A delivery still on its way: what [`close_open`] ends.
+pub(crate) const OPEN: [OutboxStatus; 4] =
+    [OutboxStatus::Pending, OutboxStatus::Dispatching, OutboxStatus::Dispatched, OutboxStatus::Leased];
+
+/// A delivery no worker has picked up yet: what [`mark_leased`] marks.
+pub(crate) const UNLEASED: [OutboxStatus; 3] =
+    [OutboxStatus::Pending, OutboxStatus::Dispatching, OutboxStatus::Dispatched];
 
 /// Marks the job's open delivery `leased`: a worker picked the job up, so the outbox loop
 /// need not publish it (again). The publisher's lock is cleared, which fences out an
 /// outbox loop that is publishing it right now.
 pub async fn mark_leased<C: ConnectionTrait>(txn: &C, job_id: Uuid, now: i64) -> Result<u64, DbErr> {
-    let open = [OutboxStatus::Pending, OutboxStatus::Dispatching, OutboxStatus::Dispatched];
-    move_unlocked(txn, job_id, &open, OutboxStatus::Leased, now).await
+    move_unlocked(txn, job_id, &UNLEASED, OutboxStatus::Leased, now).await
 }
 
 /// An update of outbox rows that releases the publisher's lock (all three lock columns
@@ -100,15 +106,22 @@ async fn move_unlocked<C: ConnectionTrait>(
     to: OutboxStatus,
     now: i64,
 ) -> Result<u64, DbErr> {
-    use sea_orm::ActiveEnum;
-    let from: Vec<String> = from.iter().map(|status| format!("'{}'", status.to_value())).collect();
     let result = unlocked(now)
         .col_expr(outbox::Column::Status, Expr::value(to))
         .filter(outbox::Column::ResearchTaskJobId.eq(job_id))
-        .filter(Expr::cust(format!("(\"research_task_outbox\".\"status\" || '') IN ({})", from.join(", "))))
+        .filter(Expr::cust(status_in(r#""research_task_outbox""#, from)))
         .exec(txn)
         .await?;
     Ok(result.rows_affected)
+}
+
+/// Whether the delivery row `alias` is in one of `statuses`, as SQL written so that no
+/// index can serve it (see [`move_unlocked`]); the statements written as text use it too.
+/// The values are the fixed `OutboxStatus` enum, never input.
+pub(crate) fn status_in(alias: &str, statuses: &[OutboxStatus]) -> String {
+    use sea_orm::ActiveEnum;
+    let statuses: Vec<String> = statuses.iter().map(|status| format!("'{}'", status.to_value())).collect();
+    format!("({alias}.\"status\" || '') IN ({})", statuses.join(", "))
 }
 
 /// Locks up to `batch` deliveries due for publishing for this outbox loop, in one short

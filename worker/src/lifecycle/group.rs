@@ -16,15 +16,15 @@
 //! committed alone, so one bad boundary costs the others a retry, never their data. When
 //! the database cannot be reached, or the commit itself fails (it may have landed), every
 //! boundary of the group fails as it would have alone, and its lease lapses.
-use entity::{Stage, answer_trace, research_task_job as job};
+use entity::{answer_trace, research_task_job as job};
 use sea_orm::{DatabaseConnection, DatabaseTransaction, DbErr};
 use tracing::Instrument as _;
 
 use super::batch;
-use super::lease::{Written, checkpoint_in, complete_in};
+use super::lease::{Written, checkpoint_in, complete_in, may_checkpoint, may_complete};
 use super::{Checkpoint, Completion, Lease, LifecycleError, checkpoint, complete};
 use crate::db::{begin_write, is_postgres};
-use crate::notify::{Notifier, notify_many_in_transaction};
+use crate::notify::{Notifier, TaskSignal, notify_many_in_transaction};
 
 /// One task's stage boundary, waiting to be committed.
 #[derive(Debug, Clone)]
@@ -42,13 +42,24 @@ pub struct Boundary {
 }
 
 impl Boundary {
+    /// The span its writes get in a group: the one they would have had alone, under its
+    /// own task's run.
+    fn own_span(&self) -> tracing::Span {
+        match self.step {
+            BoundaryStep::Complete(_) => {
+                tracing::debug_span!(parent: &self.span, "complete", task.id = %self.lease.job_id)
+            }
+            BoundaryStep::Checkpoint(..) => {
+                tracing::debug_span!(parent: &self.span, "checkpoint", task.id = %self.lease.job_id)
+            }
+        }
+    }
+
     /// Whether the stage rule allows the move this boundary makes from its stage.
     fn is_allowed(&self) -> bool {
         match &self.step {
-            BoundaryStep::Checkpoint(step, _) => {
-                step.next_stage != Stage::Completed && self.from.stage.may_become(step.next_stage, None)
-            }
-            BoundaryStep::Complete(_) => self.from.stage.may_become(Stage::Completed, None),
+            BoundaryStep::Checkpoint(step, _) => may_checkpoint(self.from.stage, step.next_stage),
+            BoundaryStep::Complete(_) => may_complete(self.from.stage),
         }
     }
 }
@@ -187,20 +198,8 @@ async fn commit_together(
         }
     }
     // The NOTIFYs the appends did not queue themselves (SQLite, a replayed key).
-    let signals: Vec<_> = written.iter().map(Written::signal).collect();
-    let unannounced: Vec<_> = signals
-        .iter()
-        .zip(&written)
-        .filter(|(_, wrote)| !wrote.appended.announced)
-        .map(|(signal, _)| signal.clone())
-        .collect();
-    notify_many_in_transaction(&txn, &unannounced).await?;
-    txn.commit().await?;
-    for signal in signals {
-        notifier.publish(signal);
-    }
-    let completed = results.iter().filter(|result| matches!(result, Some(Ok(Committed::Complete(_))))).count();
-    metrics::counter!("research_tasks_ended_total", "stage" => "completed").increment(completed as u64);
+    let signals = written.iter().map(|wrote| (wrote.signal(), wrote.appended.announced)).collect();
+    finish(txn, notifier, signals, &results).await?;
     Ok(results.into_iter().flatten().collect())
 }
 
@@ -212,60 +211,58 @@ async fn commit_in_one_statement(
     notifier: &Notifier,
     boundaries: &[Boundary],
 ) -> Result<Vec<Option<Result<Committed, LifecycleError>>>, GroupFailed> {
-    let allowed: Vec<&Boundary> = boundaries.iter().filter(|boundary| boundary.is_allowed()).collect();
+    let allowed: Vec<usize> = (0..boundaries.len()).filter(|&index| boundaries[index].is_allowed()).collect();
     let mut results: Vec<Option<Result<Committed, LifecycleError>>> = boundaries.iter().map(|_| None).collect();
     if allowed.is_empty() {
         return Ok(results);
     }
     // Each boundary's span, under its own task's run, lasts while its group is written.
-    let _spans: Vec<tracing::Span> = allowed
-        .iter()
-        .map(|boundary| match boundary.step {
-            BoundaryStep::Complete(_) => {
-                tracing::debug_span!(parent: &boundary.span, "complete", task.id = %boundary.lease.job_id)
-            }
-            BoundaryStep::Checkpoint(..) => {
-                tracing::debug_span!(parent: &boundary.span, "checkpoint", task.id = %boundary.lease.job_id)
-            }
-        })
-        .collect();
+    let _spans: Vec<tracing::Span> = allowed.iter().map(|&index| boundaries[index].own_span()).collect();
+    let written: Vec<&Boundary> = allowed.iter().map(|&index| &boundaries[index]).collect();
     let txn = begin_write(db).await?;
     let outcomes =
-        batch::write(&txn, &allowed).await.map_err(|error| GroupFailed::Boundary(LifecycleError::Database(error)))?;
-    let signals: Vec<_> =
-        outcomes.iter().filter_map(|outcome| outcome.as_ref().ok().map(|landed| landed.signal.clone())).collect();
-    notify_many_in_transaction(&txn, &signals).await?;
-    txn.commit().await?;
-    for signal in signals {
-        notifier.publish(signal);
-    }
-    let mut outcomes = outcomes.into_iter();
-    let mut completed = 0;
-    for (boundary, result) in boundaries.iter().zip(&mut results) {
-        if !boundary.is_allowed() {
-            continue;
-        }
-        let Some(outcome) = outcomes.next() else { break };
-        *result = Some(outcome.map(|landed| {
-            completed += usize::from(matches!(landed.committed, Committed::Complete(_)));
+        batch::write(&txn, &written).await.map_err(|error| GroupFailed::Boundary(LifecycleError::Database(error)))?;
+    let mut signals = Vec::with_capacity(outcomes.len());
+    for (&index, outcome) in allowed.iter().zip(outcomes) {
+        results[index] = Some(outcome.map(|landed| {
+            signals.push((landed.signal, false));
             landed.committed
         }));
     }
-    metrics::counter!("research_tasks_ended_total", "stage" => "completed").increment(completed as u64);
+    finish(txn, notifier, signals, &results).await?;
     Ok(results)
 }
 
+/// The one way a group ends: a NOTIFY for each signal its writes did not already announce
+/// (`true` beside it), the commit, then this process hears every signal, and the
+/// completions among `results` are counted.
+async fn finish(
+    txn: DatabaseTransaction,
+    notifier: &Notifier,
+    signals: Vec<(TaskSignal, bool)>,
+    results: &[Option<Result<Committed, LifecycleError>>],
+) -> Result<(), GroupFailed> {
+    let unannounced: Vec<TaskSignal> =
+        signals.iter().filter(|(_, announced)| !announced).map(|(signal, _)| signal.clone()).collect();
+    notify_many_in_transaction(&txn, &unannounced).await?;
+    txn.commit().await?;
+    for (signal, _) in signals {
+        notifier.publish(signal);
+    }
+    let completed = results.iter().filter(|result| matches!(result, Some(Ok(Committed::Complete(_))))).count();
+    metrics::counter!("research_tasks_ended_total", "stage" => "completed").increment(completed as u64);
+    Ok(())
+}
+
 async fn write(txn: &DatabaseTransaction, boundary: Boundary) -> Result<(Committed, Written), LifecycleError> {
-    let Boundary { lease, from, step, now, span } = boundary;
-    // The span the boundary would have had alone, under its own task's run.
+    let span = boundary.own_span();
+    let Boundary { lease, from, step, now, .. } = boundary;
     match step {
         BoundaryStep::Checkpoint(step, lease_ms) => {
-            let span = tracing::debug_span!(parent: &span, "checkpoint", task.id = %lease.job_id);
             let (job, written) = checkpoint_in(txn, &lease, &from, lease_ms, step, now).instrument(span).await?;
             Ok((Committed::Checkpoint(Box::new(job)), written))
         }
         BoundaryStep::Complete(done) => {
-            let span = tracing::debug_span!(parent: &span, "complete", task.id = %lease.job_id);
             let (trace, written) = complete_in(txn, &lease, &from, done, now).instrument(span).await?;
             Ok((Committed::Complete(Box::new(trace)), written))
         }

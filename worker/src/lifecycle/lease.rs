@@ -260,18 +260,15 @@ pub(crate) async fn checkpoint_in(
     let updated = update_fenced(txn, lease, from, "checkpoint", update, now).await?;
     // Checked once the fence held, so a stale worker hears that it lost its lease; the
     // transaction rolls back on return.
-    if step.next_stage == Stage::Completed || !from.stage.may_become(step.next_stage, None) {
+    if !may_checkpoint(from.stage, step.next_stage) {
         return Err(LifecycleError::NotAllowed { command: "checkpoint", current: from.stage });
     }
     let mut partial_sequence = None;
     for (key, bundle) in step.partial_results {
         partial_sequence = Some(append_partial_result(txn, &updated, &key, bundle, now).await?);
     }
-    let key = format!("stage:{}", step.next_stage.as_str());
-    let mut payload = step.payload;
-    if let Value::Object(fields) = &mut payload {
-        fields.insert("from_stage".into(), json!(from.stage));
-    }
+    let key = stage_event_key(step.next_stage);
+    let payload = checkpoint_payload(from.stage, step.payload);
     let event =
         Event { event_type: ProgressEventType::StageChanged, stage: step.next_stage, idempotency_key: &key, payload };
     let template = lease_holder_signal(updated.id, partial_sequence);
@@ -318,39 +315,79 @@ pub(crate) async fn complete_in(
         .col_expr(job::Column::LeaseToken, Expr::value(Option::<Uuid>::None))
         .col_expr(job::Column::LeaseExpiresAt, Expr::value(Option::<i64>::None));
     let updated = update_fenced(txn, lease, from, "complete", update, now).await?;
-    if !from.stage.may_become(Stage::Completed, None) {
+    if !may_complete(from.stage) {
         return Err(LifecycleError::NotAllowed { command: "complete", current: from.stage });
     }
-    let trace = answer_trace::ActiveModel {
-        id: Set(Uuid::now_v7()),
-        tenant_id: Set(updated.tenant_id.clone()),
-        knowledge_space_id: Set(updated.knowledge_space_id),
-        research_task_id: Set(Some(updated.id)),
-        query: Set(updated.query.clone()),
-        answer: Set(completion.answer),
-        evidence: Set(completion.evidence),
-        created_at: Set(now),
-        subject_id: Set(Some(updated.subject_id.clone())),
-        permission_snapshot_id: Set(Some(updated.permission_snapshot_id)),
-        permission_snapshot_revision: Set(Some(updated.permission_snapshot_revision)),
-        access_channel: Set(Some(updated.access_channel)),
-    };
-    let trace = answer_trace::Entity::insert(trace).exec_with_returning(txn).await?;
+    let trace = answer_trace_of(&updated, Uuid::now_v7(), completion.answer, completion.evidence, now);
+    let trace = answer_trace::Entity::insert(trace.into_active_model().reset_all()).exec_with_returning(txn).await?;
     super::draft::finish_in(txn, &updated.tenant_id, updated.id, &trace.answer, now).await?;
     delivery::close_open(txn, updated.id, OutboxStatus::Completed, now).await?;
-    let mut payload = json!({ "from_stage": from.stage, "answer_trace_id": trace.id, "cost": updated.cost });
-    if !completion.payload.is_null() {
-        payload["generation"] = completion.payload;
-    }
-    let event = Event {
-        event_type: ProgressEventType::StageChanged,
-        stage: Stage::Completed,
-        idempotency_key: "stage:completed",
-        payload,
-    };
+    let payload = completion_payload(from.stage, trace.id, &updated.cost, completion.payload);
+    let key = stage_event_key(Stage::Completed);
+    let event =
+        Event { event_type: ProgressEventType::StageChanged, stage: Stage::Completed, idempotency_key: &key, payload };
     let template = lease_holder_signal(updated.id, None);
     let appended = append_progress_event_announcing(txn, &updated, event, &template, now).await?;
     Ok((trace, Written { template, appended }))
+}
+
+/// The key of the `stage_changed` event of a boundary into `stage` (a replayed boundary
+/// appends nothing).
+pub(super) fn stage_event_key(stage: Stage) -> String {
+    format!("stage:{}", stage.as_str())
+}
+
+/// Whether the stage rule lets a checkpoint move a task from `from` to `next`.
+pub(super) fn may_checkpoint(from: Stage, next: Stage) -> bool {
+    next != Stage::Completed && from.may_become(next, None)
+}
+
+/// Whether the stage rule lets a task in `from` complete.
+pub(super) fn may_complete(from: Stage) -> bool {
+    from.may_become(Stage::Completed, None)
+}
+
+/// A checkpoint's `stage_changed` payload: what the finished stage reported, and the
+/// stage it left.
+pub(super) fn checkpoint_payload(from: Stage, mut reported: Value) -> Value {
+    if let Value::Object(fields) = &mut reported {
+        fields.insert("from_stage".into(), json!(from));
+    }
+    reported
+}
+
+/// A completion's `stage_changed` payload: the stage it left, its answer trace, the task's
+/// cost with generation's spend, and what generation reported (`generation`, when any).
+pub(super) fn completion_payload(from: Stage, trace_id: Uuid, cost: &Value, generation: Value) -> Value {
+    let mut payload = json!({ "from_stage": from, "answer_trace_id": trace_id, "cost": cost });
+    if !generation.is_null() {
+        payload["generation"] = generation;
+    }
+    payload
+}
+
+/// The answer trace a completion of `job` writes, bound to the task's subject and grant.
+pub(super) fn answer_trace_of(
+    job: &job::Model,
+    id: Uuid,
+    answer: String,
+    evidence: Value,
+    now: i64,
+) -> answer_trace::Model {
+    answer_trace::Model {
+        id,
+        tenant_id: job.tenant_id.clone(),
+        knowledge_space_id: job.knowledge_space_id,
+        research_task_id: Some(job.id),
+        query: job.query.clone(),
+        answer,
+        evidence,
+        created_at: now,
+        subject_id: Some(job.subject_id.clone()),
+        permission_snapshot_id: Some(job.permission_snapshot_id),
+        permission_snapshot_revision: Some(job.permission_snapshot_revision),
+        access_channel: Some(job.access_channel),
+    }
 }
 
 /// Records a failed attempt: a retryable failure with attempts left waits until `retry_at`

@@ -62,36 +62,34 @@ pub(crate) async fn update_fenced(
     if let Some(updated) = fenced.exec_with_returning(txn).await?.pop() {
         return Ok(updated);
     }
-    Err(why_unfenced(txn, lease, from, command, now).await)
+    Err(why_unfenced(txn, lease, from, command, now).await?)
 }
 
 /// Why a fenced boundary write matched no row, read under the row's lock:
 /// [`LifecycleError::LeaseLost`], `NotAllowed` for a stage that moved under this lease, or
-/// [`LifecycleError::GrantDenied`]. Writes nothing.
+/// [`LifecycleError::GrantDenied`]. Writes nothing; `Err` is a statement that failed.
 pub(crate) async fn why_unfenced(
     txn: &DatabaseTransaction,
     lease: &Lease,
     from: &job::Model,
     command: &'static str,
     now: i64,
-) -> LifecycleError {
-    let current = match lock_leased(txn, lease).await {
-        Ok(current) => current,
-        Err(lost) => return lost,
+) -> Result<LifecycleError, DbErr> {
+    let Some(current) = lock_job(txn, lease.job_id).await?.filter(|row| row.lease_token == Some(lease.token)) else {
+        return Ok(LifecycleError::LeaseLost);
     };
     if current.stage != from.stage {
-        return LifecycleError::NotAllowed { command, current: current.stage };
+        return Ok(LifecycleError::NotAllowed { command, current: current.stage });
     }
-    match crate::grant::check(txn, current.permission_snapshot_id, now).await {
-        Ok(crate::grant::Verdict::Denied(denial)) => LifecycleError::GrantDenied(denial),
+    Ok(match crate::grant::check(txn, current.permission_snapshot_id, now).await? {
+        crate::grant::Verdict::Denied(denial) => LifecycleError::GrantDenied(denial),
         // The grant was restored between the two statements; the lock now keeps the row
         // still, so the caller may simply try again.
-        Ok(crate::grant::Verdict::Holds) => LifecycleError::Database(DbErr::Custom(format!(
+        crate::grant::Verdict::Holds => LifecycleError::Database(DbErr::Custom(format!(
             "the {command} of task {} raced a grant change; it will be retried",
             lease.job_id
         ))),
-        Err(error) => error.into(),
-    }
+    })
 }
 
 /// Marks an update: `row_version + 1` and `updated_at = now` (never earlier than before,
@@ -208,4 +206,46 @@ pub(crate) async fn commit_many(
         notifier.publish(signal);
     }
     Ok(())
+}
+
+/// A lifecycle statement written as PostgreSQL text (`*.postgres.sql`) with the rules it
+/// shares with the rest of the crate filled in from their one definition each:
+/// `{GRANT_HOLDS}` (the grant of row `grant_row` at `now`, `grant::holds_at`),
+/// `{ANY_ENDPOINT}` (whether the creator of row `task_row` has a webhook endpoint),
+/// `{DELIVERY_OPEN}` and `{DELIVERY_UNLEASED}` (the status tests of `delivery`, on the
+/// delivery row `o`).
+pub(crate) fn postgres_statement(template: &str, grant_row: &str, now: &str, task_row: &str) -> String {
+    use crate::lifecycle::delivery::{OPEN, UNLEASED, status_in};
+    let backend = DatabaseBackend::Postgres;
+    template
+        .replace(
+            "{GRANT_HOLDS}",
+            &crate::grant::holds_at(backend, &format!("{grant_row}.\"permission_snapshot_id\""), now),
+        )
+        .replace("{ANY_ENDPOINT}", &crate::webhooks::any_endpoint_of(task_row))
+        .replace("{DELIVERY_OPEN}", &status_in("o", &OPEN))
+        .replace("{DELIVERY_UNLEASED}", &status_in("o", &UNLEASED))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::postgres_statement;
+
+    /// Every marker of the statements written as text is filled in; a marker misspelled in
+    /// a template (or a rule renamed here) would reach PostgreSQL as text.
+    #[test]
+    fn every_marker_of_the_postgres_statements_is_filled_in() {
+        for template in [include_str!("boundaries.postgres.sql"), include_str!("claims.postgres.sql")] {
+            let filled = postgres_statement(template, "j", "b.\"now\"", "f");
+            let left: Vec<&str> = filled
+                .match_indices('{')
+                .map(|(at, _)| &filled[at..filled.len().min(at + 24)])
+                .filter(|rest| rest[1..].starts_with(|c: char| c.is_ascii_uppercase()))
+                .collect();
+            assert!(left.is_empty(), "markers left: {left:?}");
+            assert!(
+                filled.contains("\"knowledge_space_permission_snapshots\"") && filled.contains("\"webhook_endpoints\"")
+            );
+        }
+    }
 }

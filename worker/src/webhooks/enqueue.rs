@@ -12,16 +12,33 @@ use uuid::Uuid;
 /// insert returns it, so the (common) event nobody subscribed to costs no second
 /// statement, and [`enqueue`] runs only when it is true.
 pub fn any_endpoint(task: &job::Model) -> sea_orm::sea_query::SimpleExpr {
-    use sea_orm::sea_query::{Expr, Query};
-    let mut endpoints = Query::select();
-    endpoints
+    use sea_orm::sea_query::Expr;
+    let owner =
+        [Expr::val(task.tenant_id.as_str()), Expr::val(task.knowledge_space_id), Expr::val(task.subject_id.as_str())];
+    Expr::exists(endpoints_of(owner.map(Into::into)))
+}
+
+/// [`any_endpoint`] for the task row `alias` of a statement written as PostgreSQL text
+/// (the batched claims and stage boundaries).
+pub fn any_endpoint_of(alias: &str) -> String {
+    use sea_orm::sea_query::{Expr, PostgresQueryBuilder};
+    let owner =
+        ["tenant_id", "knowledge_space_id", "subject_id"].map(|column| Expr::cust(format!("{alias}.\"{column}\"")));
+    format!("EXISTS ({})", endpoints_of(owner).to_string(PostgresQueryBuilder))
+}
+
+/// The enabled endpoints of the creator `owner` names: its tenant, space and subject.
+fn endpoints_of(owner: [sea_orm::sea_query::SimpleExpr; 3]) -> sea_orm::sea_query::SelectStatement {
+    use sea_orm::sea_query::{Expr, ExprTrait as _, Query};
+    let [tenant, space, subject] = owner;
+    Query::select()
         .expr(Expr::val(1))
         .from(endpoint::Entity)
-        .and_where(endpoint::Column::TenantId.eq(task.tenant_id.as_str()))
-        .and_where(endpoint::Column::KnowledgeSpaceId.eq(task.knowledge_space_id))
-        .and_where(endpoint::Column::SubjectId.eq(task.subject_id.as_str()))
-        .and_where(endpoint::Column::DisabledAt.is_null());
-    Expr::exists(endpoints)
+        .and_where(Expr::col(endpoint::Column::TenantId).eq(tenant))
+        .and_where(Expr::col(endpoint::Column::KnowledgeSpaceId).eq(space))
+        .and_where(Expr::col(endpoint::Column::SubjectId).eq(subject))
+        .and_where(endpoint::Column::DisabledAt.is_null())
+        .to_owned()
 }
 
 /// Queues the deliveries of one progress event (call in the event's transaction); returns
