@@ -24,6 +24,7 @@ pub fn tests() -> Vec<DbTest> {
         a_boundary_failing_after_its_writes_rolls_the_group_back_and_the_rest_commit_alone,
         a_group_that_cannot_reach_the_database_fails_every_boundary_and_writes_nothing,
         a_group_writes_no_key_twice_and_numbers_what_it_writes_without_a_gap,
+        two_groups_sharing_rows_at_once_each_commit_only_the_leases_they_hold,
     ]
 }
 
@@ -294,5 +295,54 @@ async fn a_group_writes_no_key_twice_and_numbers_what_it_writes_without_a_gap(db
     }
     ensure_eq!(signals.get(&announced.job.id).copied(), Some((Some(stage_event.sequence), Some(1))));
     ensure_eq!(signals.get(&bundled.job.id).copied(), Some((Some(2), Some(2))));
+    Ok(())
+}
+
+/// Two workers' groups commit at the same moment over the same two rows, each holding the
+/// lease of one and a lost lease of the other (a stale worker and its successor, crossed):
+/// whatever the interleaving, each lands its own boundary, hears `LeaseLost` for the
+/// other, and every row ends with one stage event. (On PostgreSQL each group locks its
+/// rows in id order, so neither holds a row the other waits for.)
+async fn two_groups_sharing_rows_at_once_each_commit_only_the_leases_they_hold(db: TestDb) -> anyhow::Result<()> {
+    let owner = fixtures::task(&db).await?;
+    let notifier = Notifier::new();
+    for round in 0..3 {
+        for _ in 0..2 {
+            fixtures::job(&db, &owner.member, AccessChannel::Interactive).await?;
+        }
+        let claimed = lifecycle::claim_due(&db.db, &notifier, "worker-a", LEASE_MS, 2, now_millis()).await?;
+        ensure_eq!(claimed.len(), 2, "round {round}");
+        let (kept, taken) = (&claimed[0], &claimed[1]);
+        // Worker B took the second row over; it never held the first.
+        let successor = Uuid::new_v4();
+        entity::research_task_job::Entity::update_many()
+            .col_expr(entity::research_task_job::Column::LeaseToken, Expr::value(successor))
+            .col_expr(entity::research_task_job::Column::WorkerId, Expr::value("worker-b"))
+            .filter(entity::research_task_job::Column::Id.eq(taken.job.id))
+            .exec(&db.db)
+            .await?;
+        let mut b_holds = taken.clone();
+        b_holds.lease = lifecycle::Lease { token: successor, worker_id: "worker-b".into(), ..taken.lease.clone() };
+        b_holds.job = reload(&db, taken.job.id).await?;
+        let mut b_lost = kept.clone();
+        b_lost.lease = lifecycle::Lease { token: Uuid::new_v4(), worker_id: "worker-b".into(), ..kept.lease.clone() };
+
+        let group_a = vec![to_retrieving(kept), to_retrieving(taken)];
+        let group_b = vec![to_retrieving(&b_holds), to_retrieving(&b_lost)];
+        let (a, b) =
+            tokio::join!(commit_boundaries(&db.db, &notifier, group_a), commit_boundaries(&db.db, &notifier, group_b));
+        for (who, results) in [("a", a), ("b", b)] {
+            anyhow::ensure!(
+                matches!(results.as_slice(), [Ok(Committed::Checkpoint(_)), Err(LifecycleError::LeaseLost)]),
+                "round {round}, worker {who}: {results:?}"
+            );
+        }
+        for id in [kept.job.id, taken.job.id] {
+            ensure_eq!(reload(&db, id).await?.stage, Stage::Retrieving);
+            let stage_events = events(&db, id).await?.into_iter().filter(|e| e.idempotency_key == "stage:retrieving");
+            ensure_eq!(stage_events.count(), 1, "round {round}: stage events of {id}");
+            ensure_eq!(partials(&db, id).await?.len(), 1, "round {round}: partial results of {id}");
+        }
+    }
     Ok(())
 }

@@ -23,6 +23,7 @@ pub fn tests() -> Vec<DbTest> {
         a_batched_heartbeat_skips_a_row_locked_elsewhere_without_calling_it_lost,
         every_stage_boundary_is_heard_in_another_process_as_in_this_one,
         one_claim_step_leases_new_lapsed_and_woken_jobs_and_fails_the_exhausted_one,
+        two_workers_claiming_many_jobs_at_once_lease_each_exactly_once,
     ]
 }
 
@@ -505,5 +506,51 @@ async fn one_claim_step_leases_new_lapsed_and_woken_jobs_and_fails_the_exhausted
     kfs_tests::ensure_eq!(types(exhausted.id).await?, [Started, Failed]);
     let failed = reload(&db, exhausted.id).await?;
     anyhow::ensure!(failed.stage == Stage::Failed && failed.lease_token.is_none(), "{failed:?}");
+    Ok(())
+}
+
+/// Two workers claim from one backlog at the same moment, each up to 32 jobs a step (on
+/// PostgreSQL, rows locked a share at a time and leased together), until nothing is due:
+/// every job is leased exactly once, each under the token of the one claim that returned
+/// it, and each has exactly one `started` event.
+async fn two_workers_claiming_many_jobs_at_once_lease_each_exactly_once(db: TestDb) -> anyhow::Result<()> {
+    use entity::AccessChannel;
+    const JOBS: usize = 70;
+    let owner = fixtures::task(&db).await?;
+    let mut ids = vec![owner.job.id];
+    for _ in 1..JOBS {
+        ids.push(fixtures::job(&db, &owner.member, AccessChannel::Interactive).await?.id);
+    }
+    let notifier = Notifier::new();
+    let mut claimed = Vec::new();
+    loop {
+        let now = now_millis();
+        let (a, b) = tokio::join!(
+            lifecycle::claim_due(&db.db, &notifier, "worker-a", LEASE_MS, 32, now),
+            lifecycle::claim_due(&db.db, &notifier, "worker-b", LEASE_MS, 32, now),
+        );
+        let (a, b) = (a?, b?);
+        if a.is_empty() && b.is_empty() {
+            break;
+        }
+        claimed.extend(a.into_iter().chain(b));
+    }
+    let mut leased: Vec<_> = claimed.iter().map(|one| one.job.id).collect();
+    leased.sort();
+    ids.sort();
+    kfs_tests::ensure_eq!(leased, ids, "each job leased once");
+    for one in &claimed {
+        let row = reload(&db, one.job.id).await?;
+        anyhow::ensure!(
+            row.lease_token == Some(one.lease.token) && row.worker_id.as_deref() == Some(one.lease.worker_id.as_str()),
+            "{} carries {:?} of {:?}, the claim returned {:?}",
+            row.id,
+            row.lease_token,
+            row.worker_id,
+            one.lease
+        );
+        let started = events(&db, one.job.id).await?.into_iter().filter(|e| e.event_type == ProgressEventType::Started);
+        kfs_tests::ensure_eq!(started.count(), 1, "started events of {}", one.job.id);
+    }
     Ok(())
 }
