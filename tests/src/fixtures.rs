@@ -157,7 +157,7 @@ pub fn new_task(grant: GrantRequest, query: &str) -> NewTask {
         mode: None,
         top_k: Some(5),
         budget_usd: Some(1.0),
-        limits: json!({}),
+        limits: entity::TaskLimits::default(),
         metadata: json!({}),
         idempotency_key: None,
         max_execution_attempts: 3,

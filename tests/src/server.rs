@@ -93,6 +93,15 @@ impl GraphqlClient {
         &self.token
     }
 
+    /// Runs one operation and returns the whole body, errors included; a 5xx fails.
+    pub async fn call(&self, query: &str, variables: Value) -> anyhow::Result<Value> {
+        let (status, body) = post(&self.http, &self.url, Some(&self.token), query, variables)
+            .await
+            .with_context(|| format!("sending a GraphQL request to {}", self.url))?;
+        anyhow::ensure!(status < 500, "GraphQL answered {status}: {body}");
+        Ok(body)
+    }
+
     /// Runs one operation and returns its `data`; an error status or any GraphQL error fails.
     pub async fn run(&self, query: &str, variables: Value) -> anyhow::Result<Value> {
         let (status, body) = post(&self.http, &self.url, Some(&self.token), query, variables)

@@ -4,7 +4,7 @@
 //! answers with numbered citations).
 use std::collections::HashMap;
 
-use entity::{ResearchMode, research_task_job as job};
+use entity::{ResearchMode, TaskLimits, research_task_job as job};
 use sea_orm::{DatabaseConnection, DbErr};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
@@ -232,22 +232,9 @@ pub trait ResearchEngine: Send + Sync {
     async fn generate(&self, ctx: &StageContext<'_>, evidence: &[Passage]) -> Result<Staged<Answer>, EngineError>;
 }
 
-/// Limits a task may set in its `limits` JSON; unknown keys are ignored.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-pub struct Limits {
-    /// The most sub-queries planning may produce.
-    pub max_sub_queries: Option<usize>,
-    /// The most evidence analysis may keep.
-    pub max_evidence: Option<usize>,
-    /// Milliseconds after creation by which the task must be done.
-    pub deadline_ms: Option<i64>,
-}
-
-impl Limits {
-    /// Reads the task's limits; malformed values count as absent rather than failing.
-    pub fn of(task: &job::Model) -> Self {
-        serde_json::from_value(task.limits.clone()).unwrap_or_default()
-    }
+/// The limits `task` runs under (parsed where they entered; see [`TaskLimits`]).
+pub fn limits_of(task: &job::Model) -> TaskLimits {
+    TaskLimits::from_stored(&task.limits)
 }
 
 /// The built-in engine: no language model, so a re-run over the same passages
@@ -292,7 +279,7 @@ impl ResearchEngine for BuiltinEngine {
         let query = ctx.job.query.trim();
         let mode = resolve_mode(ctx.job.mode.unwrap_or(ResearchMode::Auto), query);
         let sub_queries = split_query(query, sub_query_count(mode));
-        if let Some(max) = Limits::of(ctx.job).max_sub_queries
+        if let Some(max) = limits_of(ctx.job).max_sub_queries.map(|max| max.get() as usize)
             && sub_queries.len() > max
         {
             return Err(EngineError::LimitExceeded(format!(
@@ -324,7 +311,7 @@ impl ResearchEngine for BuiltinEngine {
 
     async fn analyze(&self, ctx: &StageContext<'_>, found: &[Retrieval]) -> Result<Staged<Vec<Passage>>, EngineError> {
         let top_k = ctx.job.top_k.and_then(|k| usize::try_from(k).ok()).unwrap_or(self.settings.default_top_k);
-        if let Some(max) = Limits::of(ctx.job).max_evidence
+        if let Some(max) = limits_of(ctx.job).max_evidence.map(|max| max.get() as usize)
             && top_k > max
         {
             return Err(EngineError::LimitExceeded(format!(

@@ -120,6 +120,13 @@ fn json_depth(value: &Value) -> usize {
     deepest
 }
 
+/// A task's `limits`: a JSON object within the size limits, every key known and every
+/// value of its type and range (absent means every default).
+pub fn task_limits(value: Option<Json<Value>>) -> Result<entity::TaskLimits, ApiError> {
+    let value = json_object("limits", value)?;
+    entity::TaskLimits::parse(&value).map_err(|error| ApiError::bad_input(error.message))
+}
+
 /// `topK`, if given, within `TOP_K`.
 pub fn top_k(value: Option<i32>) -> Result<Option<i32>, ApiError> {
     match value {

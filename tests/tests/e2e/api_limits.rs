@@ -7,7 +7,11 @@ use serde_json::{Value, json};
 use crate::api_support::{Api, CREATE_KEY, CREATE_SPACE, CREATE_TASK, PAUSE};
 
 pub fn tests() -> Vec<DbTest> {
-    db_tests![every_limit_is_answered_with_its_code, the_graphiql_introspection_query_is_allowed]
+    db_tests![
+        every_limit_is_answered_with_its_code,
+        every_limits_key_is_typed_and_an_unknown_key_is_refused,
+        the_graphiql_introspection_query_is_allowed,
+    ]
 }
 
 async fn every_limit_is_answered_with_its_code(db: TestDb) -> anyhow::Result<()> {
@@ -125,6 +129,54 @@ async fn every_limit_is_answered_with_its_code(db: TestDb) -> anyhow::Result<()>
     let pause_later =
         PAUSE.replace("expectedRowVersion: $v)", "expectedRowVersion: $v, resumeAfter: \"2000-01-01T00:00:00Z\")");
     ensure!(api.code(Some(&token), &pause_later, resume_after).await? == "BAD_USER_INPUT");
+    api.stop().await;
+    Ok(())
+}
+
+/// `limits` is parsed at the edge: a documented key with the wrong type or out of range
+/// and an unknown key are BAD_USER_INPUT naming the key (before, `{"deadline_ms": "soon"}`
+/// was accepted and then silently ignored by the worker); `null` means the default.
+async fn every_limits_key_is_typed_and_an_unknown_key_is_refused(db: TestDb) -> anyhow::Result<()> {
+    let api = Api::start(&db).await?;
+    let space = api.space("alice").await?;
+    let token = api.token("alice");
+    let create = |limits: Value| json!({ "input": { "knowledgeSpaceId": space, "query": "q", "limits": limits } });
+    let refused = [
+        (json!({ "deadline_ms": "soon" }), "deadline_ms"),
+        (json!({ "deadline_ms": 999 }), "deadline_ms"),
+        (json!({ "deadline_ms": 2_592_000_001_i64 }), "deadline_ms"),
+        (json!({ "deadline_ms": 1500.5 }), "deadline_ms"),
+        (json!({ "deadline_ms": [5000] }), "deadline_ms"),
+        (json!({ "max_sub_queries": 0 }), "max_sub_queries"),
+        (json!({ "max_sub_queries": "3" }), "max_sub_queries"),
+        (json!({ "max_evidence": 101 }), "max_evidence"),
+        (json!({ "max_evidence": false }), "max_evidence"),
+        (json!({ "deadline": 60_000 }), "deadline"),
+        (json!({ "max_sub_queries": 2, "colour": "red" }), "colour"),
+    ];
+    for (limits, key) in refused {
+        let (status, body) = api.server.post(Some(&token), CREATE_TASK, create(limits.clone())).await?;
+        ensure!(status < 500, "{limits}: status {status}: {body}");
+        let code = kfs_tests::server::first_error_code(&body);
+        ensure!(code.as_deref() == Some("BAD_USER_INPUT"), "{limits}: {body}");
+        let message = body["errors"][0]["message"].as_str().unwrap_or_default();
+        ensure!(message.contains(&format!("limits.{key}")), "{limits}: the message names the key: {message}");
+    }
+    let read = "query($id: UUID!) { researchTask(id: $id) { limits } }";
+    let accepted = [
+        (
+            json!({ "deadline_ms": 60_000, "max_sub_queries": 3, "max_evidence": 5 }),
+            json!({ "deadline_ms": 60_000, "max_sub_queries": 3, "max_evidence": 5 }),
+        ),
+        (json!({ "deadline_ms": null, "max_evidence": 1 }), json!({ "max_evidence": 1 })),
+        (json!({}), json!({})),
+    ];
+    for (limits, stored) in accepted {
+        let created = api.data(Some(&token), CREATE_TASK, create(limits.clone())).await?;
+        let id = created["createResearchTask"]["id"].clone();
+        let task = api.data(Some(&token), read, json!({ "id": id })).await?;
+        ensure!(task["researchTask"]["limits"] == stored, "{limits}: {task}");
+    }
     api.stop().await;
     Ok(())
 }

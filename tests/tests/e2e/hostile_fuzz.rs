@@ -6,6 +6,8 @@
 //! surrogates) over HTTP POST and GET, and random WebSocket message sequences. It holds
 //! that the process never panics or dies, never answers 5xx or INTERNAL_SERVER_ERROR,
 //! closes WebSockets only with a protocol close code, and keeps answering `/healthz`.
+//! One request in five is the `limits` mode: a task created with random `limits` is
+//! accepted exactly when the documented keys and ranges say so, and refused naming a key.
 //! The seed is printed; `KFS_FUZZ_SEED` replays a run.
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -213,6 +215,90 @@ fn variables(rng: &mut StdRng, ids: &[String]) -> String {
     Value::Object(map).to_string()
 }
 
+/// The documented `limits` keys and their ranges: the oracle the limits mode holds the
+/// server to (written from the schema's description, not from the server's parser).
+const LIMIT_RANGES: [(&str, i64, i64); 3] =
+    [("max_sub_queries", 1, 16), ("max_evidence", 1, 100), ("deadline_ms", 1_000, 2_592_000_000)];
+
+/// A random `limits` object: documented keys, near-misses of them and others, with values
+/// at and around each range's bounds, of every JSON type, or null.
+fn limits(rng: &mut StdRng) -> Value {
+    let mut object = serde_json::Map::new();
+    for _ in 0..rng.random_range(0..4) {
+        let (key, low, high) = *LIMIT_RANGES.choose(rng).unwrap_or(&LIMIT_RANGES[0]);
+        let key = match rng.random_range(0..8) {
+            0 => format!("{key}s"),
+            1 => key.to_uppercase(),
+            2 => ["", "verify", "max_rounds", "deadline ms"].choose(rng).copied().unwrap_or("").to_owned(),
+            _ => key.to_owned(),
+        };
+        let value = match rng.random_range(0..10) {
+            0 => Value::Null,
+            1 => json!(low - 1),
+            2 => json!(high + 1),
+            3 => json!(low as f64 + 0.5),
+            4 => json!(low.to_string()),
+            5 => json!(rng.random_bool(0.5)),
+            6 => json!([low]),
+            7 => json!(i64::MIN),
+            _ => json!(rng.random_range(low..=high)),
+        };
+        object.insert(key, value);
+    }
+    Value::Object(object)
+}
+
+/// What the oracle expects of `limits`: `Ok(stored)` (the object without its nulls) or
+/// `Err(bad keys)`, any of which the refusal may name.
+fn expected_limits(limits: &Value) -> Result<Value, Vec<String>> {
+    let mut stored = serde_json::Map::new();
+    let mut bad = Vec::new();
+    for (key, value) in limits.as_object().into_iter().flatten() {
+        let range = LIMIT_RANGES.iter().find(|(name, _, _)| name == key);
+        match (range, value) {
+            (Some(_), Value::Null) => {}
+            (Some((_, low, high)), value) if value.as_i64().is_some_and(|n| (*low..=*high).contains(&n)) => {
+                stored.insert(key.clone(), value.clone());
+            }
+            _ => bad.push(key.clone()),
+        }
+    }
+    if bad.is_empty() { Ok(Value::Object(stored)) } else { Err(bad) }
+}
+
+/// Creates a task with random `limits` and holds the answer to the oracle: accepted exactly
+/// when every key is documented and its value an integer in range, stored without its
+/// nulls; refused with BAD_USER_INPUT naming an offending key otherwise.
+async fn one_limits_request(
+    rng: &mut StdRng,
+    client: &GraphqlClient,
+    space: &str,
+    tally: &mut Tally,
+) -> anyhow::Result<()> {
+    let limits = limits(rng);
+    let create = "mutation($s: UUID!, $l: JSON) { createResearchTask(input: {knowledgeSpaceId: $s, query: \"fuzz\", limits: $l}) { id limits } }";
+    let answer = client.call(create, json!({ "s": space, "l": limits })).await?;
+    tally.requests += 1;
+    match expected_limits(&limits) {
+        Ok(stored) => {
+            let task = &answer["data"]["createResearchTask"];
+            ensure!(task["limits"] == stored, "{limits} should be accepted as {stored}: {answer}");
+            *tally.codes.entry("limits accepted".to_owned()).or_default() += 1;
+        }
+        Err(bad) => {
+            let code = answer.pointer("/errors/0/extensions/code").and_then(Value::as_str);
+            ensure!(code == Some("BAD_USER_INPUT"), "{limits} should be refused (bad: {bad:?}): {answer}");
+            let message = answer.pointer("/errors/0/message").and_then(Value::as_str).unwrap_or_default();
+            ensure!(
+                bad.iter().any(|key| message.contains(&format!("limits.{key}"))),
+                "the refusal of {limits} names none of {bad:?}: {message}"
+            );
+            *tally.codes.entry("limits refused".to_owned()).or_default() += 1;
+        }
+    }
+    Ok(())
+}
+
 /// What the run saw, for the closing line.
 #[derive(Default)]
 struct Tally {
@@ -381,6 +467,8 @@ async fn random_and_adversarial_requests_never_crash_the_server_or_get_a_server_
         round += 1;
         let outcome = if round.is_multiple_of(8) {
             one_session(&mut rng, &ws_url, &token, &ids, &mut tally).await
+        } else if round.is_multiple_of(5) {
+            one_limits_request(&mut rng, &client, &ids[0], &mut tally).await
         } else {
             one_request(&mut rng, &http, &url, &token, &ids, &mut tally).await
         };

@@ -121,7 +121,7 @@ pub async fn create_task(
         mode: ask.mode,
         top_k: Some(3),
         budget_usd: ask.budget_usd,
-        limits: ask.limits,
+        limits: entity::TaskLimits::parse(&ask.limits)?,
         ..fixtures::new_task(grant, ask.query)
     };
     Ok(create(&db.db, notifier, input, entity::now_millis()).await?.task)

@@ -1,6 +1,6 @@
 //! Creating a task: the job, the grant it runs under and its first outbox delivery, in one
 //! transaction, idempotent on the client's key.
-use entity::{ResearchMode, Stage, research_task_job as job};
+use entity::{ResearchMode, Stage, TaskLimits, research_task_job as job};
 use sea_orm::{ActiveValue::Set, DatabaseConnection, EntityTrait};
 use serde_json::Value;
 use uuid::Uuid;
@@ -24,8 +24,8 @@ pub struct NewTask {
     pub top_k: Option<i32>,
     /// The most it may spend.
     pub budget_usd: Option<f64>,
-    /// Limits, a JSON object.
-    pub limits: Value,
+    /// The limits it runs under, parsed where they entered.
+    pub limits: TaskLimits,
     /// Client data, a JSON object.
     pub metadata: Value,
     /// The client's idempotency key, if it sent one.
@@ -106,7 +106,7 @@ async fn replay(
         && existing.mode == input.mode
         && existing.top_k == input.top_k
         && existing.budget_usd == input.budget_usd
-        && existing.limits == input.limits
+        && TaskLimits::from_stored(&existing.limits) == input.limits
         && existing.metadata == input.metadata;
     if same { Ok(Created { task: existing, replayed: true }) } else { Err(LifecycleError::IdempotencyMismatch) }
 }
@@ -134,7 +134,7 @@ async fn insert(
         mode: Set(input.mode),
         top_k: Set(input.top_k),
         budget_usd: Set(input.budget_usd),
-        limits: Set(input.limits.clone()),
+        limits: Set(serde_json::to_value(&input.limits).unwrap_or_else(|_| serde_json::json!({}))),
         metadata: Set(input.metadata.clone()),
         cost: Set(serde_json::json!({})),
         stage: Set(Stage::Queued),

@@ -22,8 +22,8 @@ pub use tokens::Counter;
 use crate::config::ChatEndpoint;
 use crate::cost::CostReport;
 use crate::engine::{
-    Answer, BuiltinEngine, Composer, EngineError, Limits, NO_EVIDENCE_ANSWER, Passage, Plan, ResearchEngine, Retrieval,
-    StageContext, Staged, async_trait, resolve_mode, split_query, sub_query_count,
+    Answer, BuiltinEngine, Composer, EngineError, NO_EVIDENCE_ANSWER, Passage, Plan, ResearchEngine, Retrieval,
+    StageContext, Staged, async_trait, limits_of, resolve_mode, split_query, sub_query_count,
 };
 
 /// The shortest and longest pause between two tries of one call (before jitter);
@@ -83,7 +83,7 @@ impl OpenAiEngine {
             endpoint.input_usd_per_1m,
             endpoint.output_usd_per_1m,
         );
-        let deadline = Limits::of(ctx.job).deadline_ms.map(|ms| ctx.job.created_at.saturating_add(ms));
+        let deadline = limits_of(ctx.job).deadline_ms.map(|ms| ctx.job.created_at.saturating_add(ms.get()));
         let mut delays = backon::ExponentialBuilder::default()
             .with_min_delay(BACKOFF_MIN)
             .with_max_delay(BACKOFF_MAX)
@@ -239,7 +239,7 @@ impl ResearchEngine for OpenAiEngine {
     async fn plan(&self, ctx: &StageContext<'_>) -> Result<Staged<Plan>, EngineError> {
         let mode = Self::mode(ctx);
         let mut cap = sub_query_count(mode);
-        if let Some(max) = Limits::of(ctx.job).max_sub_queries {
+        if let Some(max) = limits_of(ctx.job).max_sub_queries.map(|max| max.get() as usize) {
             if max == 0 {
                 return Err(EngineError::LimitExceeded("limits.max_sub_queries is 0; a plan needs one".to_owned()));
             }

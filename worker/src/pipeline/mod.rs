@@ -25,7 +25,7 @@ use uuid::Uuid;
 
 use crate::config::WorkerSettings;
 use crate::cost;
-use crate::engine::{Limits, ResearchEngine};
+use crate::engine::{ResearchEngine, limits_of};
 use crate::grant::{self, Verdict};
 use crate::lifecycle::{self, Boundary, BoundaryStep, Claimed, Committed, FailOutcome, Failure, Lease, LifecycleError};
 use crate::notify::Notifier;
@@ -138,7 +138,7 @@ impl Pipeline {
                     }
                 }
             }
-            if let Some(deadline) = Limits::of(&task).deadline_ms
+            if let Some(deadline) = limits_of(&task).deadline_ms.map(|deadline| deadline.get())
                 && self.clock.now() - task.created_at > deadline
             {
                 let message = format!("limit exceeded: limits.deadline_ms {deadline} passed");

@@ -84,7 +84,11 @@ pub struct CreateResearchTaskInput {
     pub top_k: Option<i32>,
     /// The most the task may spend, at least 0.
     pub budget_usd: Option<f64>,
-    /// Limits, a JSON object of at most 16 KB.
+    /// Limits, a JSON object of at most 16 KB. Each key must be one of these; an unknown
+    /// key, or a value of the wrong type or out of range, is BAD_USER_INPUT naming the key,
+    /// and `null` (or leaving a key out) means its default:
+    ///
+    #[doc = entity::task_limits_doc!()]
     pub limits: Option<Json<Value>>,
     /// Your own data, a JSON object of at most 16 KB.
     pub metadata: Option<Json<Value>>,

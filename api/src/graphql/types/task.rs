@@ -41,6 +41,8 @@ impl ResearchTask {
     async fn budget_usd(&self) -> Option<f64> {
         self.0.budget_usd
     }
+    /// The limits it runs under, as `createResearchTask` accepted them (keys left at their
+    /// default are left out).
     async fn limits(&self) -> Json<Value> {
         Json(self.0.limits.clone())
     }
