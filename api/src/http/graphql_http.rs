@@ -17,11 +17,10 @@ use axum::response::Response;
 use serde_json::{Map, Value, json};
 use tracing::Instrument as _;
 
+use super::admission::{Admitted, Refused};
 use super::error_codes::is_request_error;
 use super::json_size::{self, MAX_JSON_VALUES};
 use super::media::Media;
-use crate::auth::authenticate;
-use crate::error::ApiError;
 use crate::graphql::CostCheck;
 use crate::graphql::{AppSchema, guard, operation_span};
 use crate::state::AppState;
@@ -35,7 +34,9 @@ pub struct GraphqlEndpoint {
     pub schema: AppSchema,
 }
 
-/// `POST /graphql` with an `application/json` body.
+/// `POST /graphql` with an `application/json` body. The caller is authenticated and
+/// charged its rate before a byte of the body is read: a credential that does not
+/// authenticate is answered (or refused for its address's rate) from the headers alone.
 pub async fn graphql_post(
     State(endpoint): State<GraphqlEndpoint>,
     peer: Option<Extension<ConnectInfo<SocketAddr>>>,
@@ -44,33 +45,34 @@ pub async fn graphql_post(
 ) -> Response {
     let media = Media::negotiate(&headers);
     let peer = peer.map(|Extension(ConnectInfo(address))| address.ip());
-    let anonymous = match anonymous_limit(&endpoint, &headers, peer, media) {
-        Ok(checked) => checked,
+    let caller = match admit(&endpoint, &headers, peer, media).await {
+        Ok(caller) => caller,
         Err(refused) => return *refused,
     };
+    let refused = |response: Response| with_rate_headers(response, &caller.checked);
     let is_json = headers
         .get(header::CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())
         .is_some_and(|value| value.to_ascii_lowercase().starts_with("application/json"));
     if !is_json {
         let body = json!({ "errors": [{ "message": "POST bodies must be application/json", "extensions": { "code": "BAD_USER_INPUT" } }] });
-        return media.respond(StatusCode::UNSUPPORTED_MEDIA_TYPE, &body);
+        return refused(media.respond(StatusCode::UNSUPPORTED_MEDIA_TYPE, &body));
     }
     let limit = endpoint.state.settings.body_limit();
     let Ok(bytes) = to_bytes(body, limit).await else {
         let message = format!("request body is larger than {limit} bytes");
         let body = json!({ "errors": [{ "message": message, "extensions": { "code": "BAD_USER_INPUT" } }] });
-        return media.respond(StatusCode::PAYLOAD_TOO_LARGE, &body);
+        return refused(media.respond(StatusCode::PAYLOAD_TOO_LARGE, &body));
     };
     let request = match parse_body(bytes).await {
         Ok(request) => request,
-        Err(message) => return media.request_error(&message, "BAD_USER_INPUT"),
+        Err(message) => return refused(media.request_error(&message, "BAD_USER_INPUT")),
     };
     let request = match guard::prepare(request).await {
         Ok(request) => request,
-        Err(error) => return respond(media, async_graphql::Response::from_errors(vec![error])),
+        Err(error) => return refused(respond(media, async_graphql::Response::from_errors(vec![error]))),
     };
-    execute(&endpoint, &headers, media, request, (peer, anonymous)).await
+    execute(&endpoint, &headers, media, request, caller).await
 }
 
 /// Bodies above this size are parsed on the blocking pool: a body may be several
@@ -106,8 +108,8 @@ pub async fn graphql_get(
 ) -> Response {
     let media = Media::negotiate(&headers);
     let peer = peer.map(|Extension(ConnectInfo(address))| address.ip());
-    let anonymous = match anonymous_limit(&endpoint, &headers, peer, media) {
-        Ok(checked) => checked,
+    let caller = match admit(&endpoint, &headers, peer, media).await {
+        Ok(caller) => caller,
         Err(refused) => return *refused,
     };
     let pairs: Vec<(String, String)> =
@@ -141,7 +143,7 @@ pub async fn graphql_get(
         response.headers_mut().insert(header::ALLOW, header::HeaderValue::from_static("POST"));
         return response;
     }
-    execute(&endpoint, &headers, media, request, (peer, anonymous)).await
+    execute(&endpoint, &headers, media, request, caller).await
 }
 
 /// Checks the spec's request parameters: `query` a string; `operationName` a string or
@@ -185,45 +187,33 @@ fn is_query_operation(request: &mut Request) -> bool {
         .all(|(_, operation)| operation.node.ty == OperationType::Query)
 }
 
-/// Authenticates, executes a request the guard prepared, and writes the response with the
-/// negotiated media type.
+/// Admits the request (see [`super::admission`]), or answers the refusal as GraphQL.
+async fn admit(
+    endpoint: &GraphqlEndpoint,
+    headers: &HeaderMap,
+    peer: Option<IpAddr>,
+    media: Media,
+) -> Result<Admitted, Box<Response>> {
+    super::admission::admit(&endpoint.state, headers, peer).await.map_err(|Refused { error, checked }| {
+        let error = error.extend().into_server_error(async_graphql::Pos::default());
+        Box::new(with_rate_headers(respond(media, async_graphql::Response::from_errors(vec![error])), &checked))
+    })
+}
+
+/// Executes a request the guard prepared for an admitted caller, and writes the response
+/// with the negotiated media type.
 async fn execute(
     endpoint: &GraphqlEndpoint,
     headers: &HeaderMap,
     media: Media,
     request: Request,
-    (peer, mut checked): (Option<IpAddr>, crate::rate::Checked),
+    caller: Admitted,
 ) -> Response {
     let max_bytes = endpoint.state.settings.max_response_bytes;
-    let authorization = headers.get(header::AUTHORIZATION).and_then(|value| value.to_str().ok());
-    let principal = match authenticate(&endpoint.state, authorization).await {
-        Ok(principal) => principal,
-        Err(error) => {
-            // A credential that does not authenticate is charged to its address, as no
-            // credential is: guessing keys is no way around the limit.
-            let mut error = error;
-            if !matches!(error, ApiError::Unavailable(_))
-                && let Some(peer) = peer
-            {
-                checked = endpoint.state.rates.anonymous(peer);
-                if let Some(wait) = checked.refused_for() {
-                    error = ApiError::rate_limited(wait);
-                }
-            }
-            let error = error.extend().into_server_error(async_graphql::Pos::default());
-            let response = respond_with_max(media, async_graphql::Response::from_errors(vec![error]), max_bytes);
-            return with_rate_headers(response, &checked);
-        }
-    };
+    let Admitted { principal, mut checked } = caller;
     let mut request = request;
     let cost = CostCheck::default();
     if let Some(principal) = principal {
-        checked = endpoint.state.rates.request(&principal);
-        if let Some(wait) = checked.refused_for() {
-            let error = ApiError::rate_limited(wait).extend().into_server_error(async_graphql::Pos::default());
-            let response = respond(media, async_graphql::Response::from_errors(vec![error]));
-            return with_rate_headers(response, &checked);
-        }
         request = crate::graphql::loaders::attach(request.data(principal).data(cost.clone()), &endpoint.state.db);
         if let Some(id) = crate::http::request_id::of(headers) {
             request = request.data(id);
@@ -233,31 +223,6 @@ async fn execute(
     let response = respond_with_max(media, endpoint.schema.execute(request).instrument(span).await, max_bytes);
     checked.merge(cost.take());
     with_rate_headers(response, &checked)
-}
-
-/// A request with no credential is charged to its client address before anything else
-/// (reading its body included): the buckets it touched, or the 429 when that address
-/// sends too many.
-fn anonymous_limit(
-    endpoint: &GraphqlEndpoint,
-    headers: &HeaderMap,
-    peer: Option<IpAddr>,
-    media: Media,
-) -> Result<crate::rate::Checked, Box<Response>> {
-    let Some(peer) = peer.filter(|_| !headers.contains_key(header::AUTHORIZATION)) else {
-        return Ok(crate::rate::Checked::default());
-    };
-    let checked = endpoint.state.rates.anonymous(peer);
-    match checked.refused_for() {
-        None => Ok(checked),
-        Some(wait) => {
-            let error = ApiError::rate_limited(wait).extend().into_server_error(async_graphql::Pos::default());
-            Err(Box::new(with_rate_headers(
-                respond(media, async_graphql::Response::from_errors(vec![error])),
-                &checked,
-            )))
-        }
-    }
 }
 
 /// Adds the `RateLimit-Policy` and `RateLimit` headers of the buckets a request touched.

@@ -1,5 +1,6 @@
 //! The HTTP surface: GraphQL over HTTP, the WebSocket endpoint, GraphiQL and health.
 
+mod admission;
 pub(crate) mod error_codes;
 mod graphiql;
 mod graphql_http;

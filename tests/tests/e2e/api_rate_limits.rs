@@ -18,6 +18,7 @@ pub fn tests() -> Vec<DbTest> {
         a_tenants_principals_share_the_tenant_bucket,
         websocket_connections_and_operations_are_limited_per_principal,
         requests_without_a_working_credential_are_limited_by_address,
+        a_credential_that_does_not_authenticate_is_limited_before_its_body_is_read,
     ]
 }
 
@@ -125,7 +126,9 @@ async fn websocket_connections_and_operations_are_limited_per_principal(db: Test
         .await?;
     let (code, _) = second.expect_close(Duration::from_secs(5)).await?;
     ensure_eq!(code, 4029, "a second connection for one principal");
-    // Someone else connects.
+    // Someone else connects (the upgrade counts against the address, which has opened
+    // two already this second).
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
     let bob = WsClient::connect_and_init(&url, Some(&api.token("bob"))).await?;
     bob.close().await?;
     // Operations count against the request rate: the third at once is refused alone.
@@ -181,6 +184,95 @@ async fn requests_without_a_working_credential_are_limited_by_address(db: TestDb
     ensure_eq!(body["errors"][0]["extensions"]["code"], json!("RATE_LIMITED"));
     // A principal that authenticates has a bucket of its own.
     ensure_eq!(post(&api, &api.token("alice"), VIEWER).await?.0, 200);
+    api.stop().await;
+    Ok(())
+}
+
+/// Sends the head of a POST that announces `announced` body bytes, and `sent` of them,
+/// over a raw connection, then reads the response's status line: a server that waited for
+/// the rest of the body would never answer, so an answer means the body went unread.
+async fn post_head(
+    addr: std::net::SocketAddr,
+    bearer: Option<&str>,
+    announced: usize,
+    sent: usize,
+) -> anyhow::Result<u16> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut stream = tokio::net::TcpStream::connect(addr).await?;
+    let authorization = bearer.map(|bearer| format!("Authorization: Bearer {bearer}\r\n")).unwrap_or_default();
+    let head = format!(
+        "POST /graphql HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/graphql-response+json\r\n{authorization}Content-Length: {announced}\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).await?;
+    let mut body = br#"{"query":"{ viewer { subjectId } }","variables":{"x":""#.to_vec();
+    let closing = br#""}}"#;
+    body.resize(sent.saturating_sub(closing.len()).max(body.len()), b'a');
+    body.extend_from_slice(closing);
+    body.truncate(sent);
+    stream.write_all(&body).await?;
+    let mut answer = Vec::new();
+    let mut buffer = [0u8; 4096];
+    let read = async {
+        while !answer.windows(4).any(|window| window == b"\r\n\r\n") {
+            let n = stream.read(&mut buffer).await?;
+            anyhow::ensure!(n > 0, "the server closed without answering");
+            answer.extend_from_slice(&buffer[..n]);
+        }
+        Ok(())
+    };
+    tokio::time::timeout(Duration::from_secs(5), read).await.context("no answer: the server waited for the body")??;
+    let line = String::from_utf8_lossy(&answer);
+    let status = line.split_whitespace().nth(1).and_then(|code| code.parse().ok()).context("no status line")?;
+    Ok(status)
+}
+
+/// A bearer that does not authenticate buys no more reading than no bearer at all: its
+/// request is answered from the headers (401, then 429 past the address's rate) without
+/// its body being read, and the WebSocket upgrade counts the same way. Before, any
+/// `Authorization` header skipped the address's limit and every body was read in full.
+async fn a_credential_that_does_not_authenticate_is_limited_before_its_body_is_read(db: TestDb) -> anyhow::Result<()> {
+    let api = crate::live_support::api_with(&db, |settings| settings.rate_requests_per_second = Some(5)).await?;
+    let addr = api.server.server.addr;
+    // 30 requests announcing 10 MiB and sending 97 KiB of it: none is left waiting for the rest.
+    let mut statuses = Vec::new();
+    for _ in 0..30 {
+        statuses.push(post_head(addr, Some("x"), 10 * 1024 * 1024, 97 * 1024).await?);
+    }
+    let unauthenticated = statuses.iter().filter(|status| **status == 401).count();
+    let limited = statuses.iter().filter(|status| **status == 429).count();
+    ensure!(unauthenticated <= 6 && unauthenticated >= 1, "at most the address's rate is answered 401: {statuses:?}");
+    ensure_eq!(unauthenticated + limited, 30, "{statuses:?}");
+    eprintln!(
+        "api_rate_limits: 30 bad-bearer POSTs of a 10 MiB body: {unauthenticated} answered 401 and {limited} 429, 0 bodies read"
+    );
+    // No bearer at all is limited the same, from the same bucket.
+    ensure_eq!(post_head(addr, None, 10 * 1024 * 1024, 1024).await?, 429);
+    // The WebSocket upgrade is charged to the address too, with or without a bad bearer.
+    let upgrade = |bearer: Option<&'static str>| async move {
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+        let mut request = format!("ws://{addr}/graphql/ws").into_client_request()?;
+        request.headers_mut().insert("sec-websocket-protocol", "graphql-transport-ws".parse()?);
+        if let Some(bearer) = bearer {
+            request.headers_mut().insert("authorization", format!("Bearer {bearer}").parse()?);
+        }
+        match tokio_tungstenite::connect_async(request).await {
+            Ok(_) => Ok::<u16, anyhow::Error>(101),
+            Err(tokio_tungstenite::tungstenite::Error::Http(response)) => Ok(response.status().as_u16()),
+            Err(error) => Err(error.into()),
+        }
+    };
+    ensure_eq!(upgrade(Some("x")).await?, 429, "an upgrade past the address's rate");
+    ensure_eq!(upgrade(None).await?, 429);
+    // A principal past its own rate is refused before its body is read as well: its
+    // complete requests use up its five, then a 10 MiB announcement is answered at once.
+    let alice = api.token("alice");
+    let complete = br#"{"query":"{ viewer { subjectId } }","variables":{"x":""}}"#.len();
+    let mut own = Vec::new();
+    for _ in 0..5 {
+        own.push(post_head(addr, Some(&alice), complete, complete).await?);
+    }
+    own.push(post_head(addr, Some(&alice), 10 * 1024 * 1024, 1024).await?);
+    ensure!(own.last() == Some(&429), "{own:?}");
     api.stop().await;
     Ok(())
 }

@@ -9,7 +9,10 @@ mod protocol;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{State, WebSocketUpgrade};
+use std::net::SocketAddr;
+
+use axum::Extension;
+use axum::extract::{ConnectInfo, State, WebSocketUpgrade};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use tokio::sync::Semaphore;
@@ -18,6 +21,8 @@ use tracing::Instrument as _;
 pub use connection::ConnectionLimits;
 
 use super::GraphqlEndpoint;
+use super::admission::{Refused, admit};
+use crate::error::ApiError;
 
 /// The largest message a client may send; past it the connection closes with 1009. Client
 /// messages are operations and their variables: documents come over HTTP.
@@ -40,12 +45,24 @@ pub struct WsEndpoint {
     pub shutdown: tokio_util::sync::CancellationToken,
 }
 
-/// Upgrades the connection, or answers 503 when the process holds its limit already.
+/// Upgrades the connection, or answers 429 when its address (or the principal an
+/// `Authorization` header names) is past its rate, or 503 when the process holds its
+/// connection limit already.
 pub async fn graphql_ws(
     State(endpoint): State<WsEndpoint>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: axum::http::HeaderMap,
     upgrade: WebSocketUpgrade,
 ) -> Response {
+    // The upgrade is charged like any request before anything is read: the connection's
+    // credential comes in `connection_init`, so here a header that does not authenticate
+    // (or none) counts against the address alone, and never refuses the upgrade itself.
+    let peer = peer.map(|Extension(ConnectInfo(address))| address.ip());
+    if let Err(Refused { error: error @ ApiError::RateLimited { .. }, checked }) =
+        admit(&endpoint.graphql.state, &headers, peer).await
+    {
+        return rate_limited(&error, &checked);
+    }
     // The upgrade's id stands for every operation of the connection.
     let request_id = crate::http::request_id::of(&headers);
     let Ok(permit) = endpoint.connections.clone().try_acquire_owned() else {
@@ -75,6 +92,26 @@ pub async fn graphql_ws(
                 .await;
             drop(permit);
         })
+}
+
+/// A 429 for an upgrade past its rate, with `Retry-After`, the rate headers and the
+/// GraphQL error a POST would carry.
+fn rate_limited(error: &ApiError, checked: &crate::rate::Checked) -> Response {
+    let retry_after = match error {
+        ApiError::RateLimited { retry_after_secs } => *retry_after_secs,
+        _ => 1,
+    };
+    let body = serde_json::json!({ "errors": [{ "message": error.to_string(), "extensions": { "code": "RATE_LIMITED", "retryAfterSeconds": retry_after } }] });
+    let mut response = (StatusCode::TOO_MANY_REQUESTS, axum::Json(body)).into_response();
+    let set = response.headers_mut();
+    set.insert(axum::http::header::RETRY_AFTER, retry_after.into());
+    if let Some((policy, now)) = checked.headers()
+        && let (Ok(policy), Ok(now)) = (policy.parse(), now.parse())
+    {
+        set.insert("ratelimit-policy", policy);
+        set.insert("ratelimit", now);
+    }
+    response
 }
 
 impl ConnectionLimits {
