@@ -109,8 +109,9 @@ pub fn router(state: AppState, shutdown: CancellationToken) -> anyhow::Result<Ro
         .route("/graphiql", get(http::graphiql))
         .route("/ops", get(http::ops::page))
         .route("/ops/app.js", get(http::ops::script))
-        .route("/ops/stream", get(http::ops::stream))
-        .route("/ops/outbox/{id}/redeliver", axum::routing::post(http::ops::redeliver))
+        // Every other path under /ops is a data route: one handler answers them all, so
+        // anyone who is not an operator gets the same 404 whatever the path and method.
+        .route("/ops/{*path}", axum::routing::any(http::ops::data))
         .route(&format!("{}/{{name}}", http::graphiql_assets::PREFIX), get(http::graphiql_assets::serve))
         .with_state(state);
     Ok(Router::new()

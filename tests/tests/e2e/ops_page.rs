@@ -70,7 +70,33 @@ async fn ops_data_is_for_operators_alone_and_carries_no_task_content(db: TestDb)
             redeliver = redeliver.bearer_auth(bearer);
         }
         ensure_eq!(redeliver.send().await?.status().as_u16(), 404);
+        // Whatever the path holds and whatever the method, the same 404: a malformed id,
+        // an unknown route, a GET of a POST route (before, a malformed id answered 400 and a
+        // wrong method 405, telling anyone the route's shape).
+        for (method, path) in [
+            (reqwest::Method::POST, "/ops/outbox/not-a-uuid/redeliver"),
+            (reqwest::Method::GET, &*format!("/ops/outbox/{}/redeliver", dead.id)),
+            (reqwest::Method::DELETE, "/ops/stream"),
+            (reqwest::Method::GET, "/ops/nothing/here"),
+            (reqwest::Method::POST, "/ops/outbox/%00/redeliver"),
+        ] {
+            let mut request =
+                reqwest::Client::new().request(method.clone(), format!("{}{path}", server.server.base_url()));
+            if let Some(bearer) = &bearer {
+                request = request.bearer_auth(bearer);
+            }
+            let response = request.send().await?;
+            ensure_eq!(response.status().as_u16(), 404, "{method} {path} as {bearer:?}");
+            ensure_eq!(response.text().await?, "not found", "{method} {path}: the same body as any missing page");
+        }
     }
+    // An operator's malformed id is a plain 404 too.
+    let malformed = reqwest::Client::new()
+        .post(format!("{}/ops/outbox/not-a-uuid/redeliver", server.server.base_url()))
+        .bearer_auth(&operator)
+        .send()
+        .await?;
+    ensure_eq!(malformed.status().as_u16(), 404);
     let event = first_event(&server, Some(&operator)).await?.map_err(|status| anyhow::anyhow!("refused: {status}"))?;
     let snapshot = &event["snapshot"];
     let queued = snapshot["stages"]

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use serde_json::json;
 use uuid::Uuid;
@@ -65,11 +65,33 @@ fn not_found() -> Response {
     (StatusCode::NOT_FOUND, "not found").into_response()
 }
 
-/// `GET /ops/stream`: a snapshot every two seconds, as server-sent events.
-pub async fn stream(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    let Some(expires_at) = operator(&state, &headers).await.map(|principal| principal.expires_at) else {
+/// Every data route under `/ops/`: the caller must be an operator before anything about
+/// the path is looked at, so a malformed id, an unknown path and a wrong method answer
+/// anyone else exactly as a page that does not exist. For operators: `GET /ops/stream`
+/// and `POST /ops/outbox/{id}/redeliver`.
+pub async fn data(
+    State(state): State<AppState>,
+    method: Method,
+    headers: HeaderMap,
+    Path(path): Path<String>,
+) -> Response {
+    let Some(principal) = operator(&state, &headers).await else {
         return not_found();
     };
+    let segments: Vec<&str> = path.split('/').collect();
+    match (method, segments.as_slice()) {
+        (Method::GET, ["stream"]) => stream(state, principal.expires_at),
+        (Method::POST, ["outbox", id, "redeliver"]) => match id.parse::<Uuid>() {
+            Ok(id) => redeliver(state, &headers, principal, id).await,
+            Err(_) => not_found(),
+        },
+        _ => not_found(),
+    }
+}
+
+/// `GET /ops/stream`: a snapshot every two seconds, as server-sent events, until the
+/// operator's token expires.
+fn stream(state: AppState, expires_at: Option<i64>) -> Response {
     // The stream ends when the token does: what it authorized was reading until then.
     let events = futures_util::stream::unfold((state, true), move |(state, first)| async move {
         if !first {
@@ -99,12 +121,9 @@ pub async fn stream(State(state): State<AppState>, headers: HeaderMap) -> Respon
 }
 
 /// `POST /ops/outbox/{id}/redeliver`: makes a dead outbox row pending again.
-pub async fn redeliver(State(state): State<AppState>, headers: HeaderMap, Path(id): Path<Uuid>) -> Response {
-    let Some(principal) = operator(&state, &headers).await else {
-        return not_found();
-    };
+async fn redeliver(state: AppState, headers: &HeaderMap, principal: crate::auth::Principal, id: Uuid) -> Response {
     let now = entity::now_millis();
-    let request_id = crate::http::request_id::of(&headers);
+    let request_id = crate::http::request_id::of(headers);
     let actor = audit::Actor { principal: &principal, request_id: request_id.as_ref() };
     let entry = audit::Entry {
         tenant_id: &principal.tenant_id,
