@@ -60,6 +60,20 @@ pub enum GrantDenial {
 }
 
 impl GrantDenial {
+    /// Every denial's metrics label, in declaration order.
+    pub const LABELS: &[&str] = &["missing", "membershipchanged", "keyrotated", "keyrevoked", "keyexpired"];
+
+    /// Its `research_grant_denials_total{reason}` label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Missing => Self::LABELS[0],
+            Self::MembershipChanged => Self::LABELS[1],
+            Self::KeyRotated => Self::LABELS[2],
+            Self::KeyRevoked => Self::LABELS[3],
+            Self::KeyExpired => Self::LABELS[4],
+        }
+    }
+
     /// A sentence for task errors and logs.
     pub fn message(self) -> &'static str {
         match self {

@@ -36,10 +36,47 @@ fn handle() -> Option<&'static PrometheusHandle> {
         .as_ref()
 }
 
-/// Installs the process's recorder (once: tests run many servers in one process); call it
-/// at start so early metrics are not lost.
+/// Installs the process's recorder (once: tests run many servers in one process) and
+/// registers every counter of [`COUNTERS`] at 0; call it at start so early metrics are not
+/// lost.
 pub fn install() {
-    let _ = handle();
+    static REGISTERED: OnceLock<()> = OnceLock::new();
+    if handle().is_some() {
+        REGISTERED.get_or_init(register_counters);
+    }
+}
+
+/// Every counter operators alert on, with every value of its label (the README's
+/// "Operations" table lists the same). Each is registered at 0 when the recorder is
+/// installed, so a rate or an alert on it sees 0, not "no data", until its first event.
+pub const COUNTERS: &[(&str, Option<(&str, &[&str])>)] = &[
+    ("research_tasks_created_total", None),
+    ("research_tasks_ended_total", Some(("stage", &["completed", "failed", "canceled"]))),
+    ("research_task_commands_total", Some(("command", &["paused", "resumed", "canceled"]))),
+    ("research_task_retries_total", None),
+    ("research_lease_rescues_total", None),
+    ("research_fenced_out_total", None),
+    ("research_grant_denials_total", Some(("reason", crate::grant::GrantDenial::LABELS))),
+    ("research_outbox_dead_total", None),
+    ("webhook_deliveries_dead_total", None),
+    ("retention_pruned_total", Some(("table", &["research_task_jobs", "audit_events", "answer_traces"]))),
+    ("rate_limited_total", Some(("bucket", &["requests", "cost", "tenant-requests", "tenant-cost", "connections"]))),
+    ("quota_refusals_total", Some(("quota", crate::lifecycle::QuotaRefusal::LABELS))),
+    ("claims_deferred_by_cap_total", None),
+    ("db_statements_total", None),
+];
+
+fn register_counters() {
+    for (name, label) in COUNTERS {
+        match label {
+            None => metrics::counter!(*name).increment(0),
+            Some((key, values)) => {
+                for value in *values {
+                    metrics::counter!(*name, *key => *value).increment(0);
+                }
+            }
+        }
+    }
 }
 
 /// Every metric, in Prometheus text.

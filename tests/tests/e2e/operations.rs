@@ -16,7 +16,10 @@ use worker::lifecycle::{NewTask, create};
 use crate::worker_support::key_grant;
 
 pub fn tests() -> Vec<DbTest> {
-    db_tests![the_worker_process_serves_health_readiness_and_metrics_that_describe_its_work]
+    db_tests![
+        the_worker_process_serves_health_readiness_and_metrics_that_describe_its_work,
+        every_documented_counter_is_served_at_zero_before_its_first_event,
+    ]
 }
 
 /// The value of one sample line (`name{labels} value`) of a Prometheus text page.
@@ -115,5 +118,40 @@ async fn the_worker_process_serves_health_readiness_and_metrics_that_describe_it
         ensure!(page.contains(name), "{name} is missing from:\n{page}");
     }
     ensure!(!page.contains(&space.tenant_id) && !page.contains(&done[0].id.to_string()), "no tenant or task in labels");
+    Ok(())
+}
+
+/// An alert on a counter must see 0, not "no data", before the counter's first event: a
+/// fresh `api` process serves every counter of `worker::observe::COUNTERS`, with every
+/// label value, at 0 (before, each appeared only after its first increment, and
+/// `quota_refusals_total` never did). The README's "Operations" table names each series
+/// and every label value.
+async fn every_documented_counter_is_served_at_zero_before_its_first_event(db: TestDb) -> anyhow::Result<()> {
+    let binaries = Binaries::build().await?;
+    let api = kfs_tests::process::ApiProcess::start(kfs_tests::process::api_command(&binaries.api, &db.url)).await?;
+    let page = reqwest::get(format!("http://{}/metrics", api.addr)).await?.text().await?;
+    let readme = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))?;
+    for (name, label) in worker::observe::COUNTERS {
+        ensure!(readme.contains(name), "the README does not document {name}");
+        let series: Vec<String> = match label {
+            None => vec![(*name).to_owned()],
+            Some((key, values)) => values.iter().map(|value| format!("{name}{{{key}=\"{value}\"}}")).collect(),
+        };
+        for series in series {
+            let value = sample(&page, &series);
+            ensure!(value.is_some(), "{series} is not served:\n{page}");
+            if *name != "db_statements_total" {
+                ensure_eq!(value, Some(0.0), "{series} before anything happened");
+            }
+        }
+        if let Some((_, values)) = label {
+            for value in *values {
+                ensure!(
+                    readme.contains(&format!("`{value}`")),
+                    "the README does not list {name}'s label value {value}"
+                );
+            }
+        }
+    }
     Ok(())
 }

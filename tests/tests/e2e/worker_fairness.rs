@@ -129,9 +129,17 @@ async fn quotas_refuse_new_tasks_until_they_free_up(db: TestDb) -> anyhow::Resul
     let create = "mutation($s: UUID!) { createResearchTask(input: {knowledgeSpaceId: $s, query: \"What causes tides?\"}) { id } }";
     let first = string_at(&api.data(Some(&token), create, json!({ "s": space })).await?, "/createResearchTask/id")?;
     api.data(Some(&token), create, json!({ "s": space })).await?;
+    let metrics_url = format!("{}/metrics", api.server.server.base_url());
+    let refusals = async || -> anyhow::Result<f64> {
+        let page = reqwest::get(&metrics_url).await?.text().await?;
+        let series = "quota_refusals_total{quota=\"unfinished_tasks\"} ";
+        page.lines().find_map(|line| line.strip_prefix(series)?.trim().parse().ok()).context("no quota_refusals_total")
+    };
+    let refusals_before = refusals().await?;
     let refused = api.call(Some(&token), create, json!({ "s": space })).await?;
     ensure_eq!(refused["errors"][0]["extensions"]["code"], json!("QUOTA_EXCEEDED"), "{refused}");
     ensure_eq!(refused["errors"][0]["extensions"]["limit"], json!(2.0));
+    ensure!(refusals().await? >= refusals_before + 1.0, "the refusal is counted in /metrics");
     ensure!(refused["data"].is_null() || refused["data"]["createResearchTask"].is_null());
     // Another tenant is not affected.
     let other = Api { server: api.server, tenant: format!("other-{}", uuid::Uuid::new_v4().simple()) };

@@ -27,12 +27,24 @@ pub struct Quotas {
 /// Which quota refused, and when it frees up.
 #[derive(Debug, Clone, PartialEq)]
 pub struct QuotaRefusal {
+    /// Its `quota_refusals_total{quota}` label (one of [`Self::LABELS`]).
+    pub quota: &'static str,
     /// What the quota counts, in words.
     pub what: &'static str,
     /// Its value.
     pub limit: f64,
     /// When it resets (epoch ms), for the daily one.
     pub resets_at: Option<i64>,
+}
+
+impl QuotaRefusal {
+    /// Every quota's metrics label.
+    pub const LABELS: &[&str] = &["unfinished_tasks", "usd_per_day"];
+
+    fn counted(self) -> LifecycleError {
+        metrics::counter!("quota_refusals_total", "quota" => self.quota).increment(1);
+        LifecycleError::QuotaExceeded(self)
+    }
 }
 
 /// Makes the transaction the only one counting for `tenant` until it ends (PostgreSQL:
@@ -73,7 +85,8 @@ pub(super) async fn check(
             .await?;
         if unfinished >= limit {
             let what = "unfinished research tasks per tenant";
-            return Err(LifecycleError::QuotaExceeded(QuotaRefusal { what, limit: limit as f64, resets_at: None }));
+            let quota = QuotaRefusal::LABELS[0];
+            return Err(QuotaRefusal { quota, what, limit: limit as f64, resets_at: None }.counted());
         }
     }
     if let Some(limit) = quotas.usd_per_tenant_per_day {
@@ -90,8 +103,8 @@ pub(super) async fn check(
         let spent = Spent::find_by_statement(statement).one(txn).await?.and_then(|row| row.nanos).unwrap_or(0);
         if spent >= crate::cost::usd_to_nanos(limit) {
             let what = "US dollars spent per tenant per day";
-            let refusal = QuotaRefusal { what, limit, resets_at: Some(day_start + DAY_MS) };
-            return Err(LifecycleError::QuotaExceeded(refusal));
+            let quota = QuotaRefusal::LABELS[1];
+            return Err(QuotaRefusal { quota, what, limit, resets_at: Some(day_start + DAY_MS) }.counted());
         }
     }
     Ok(())

@@ -253,8 +253,7 @@ impl Pipeline {
         denial: grant::GrantDenial,
         spent: Value,
     ) -> Result<RunOutcome, LifecycleError> {
-        let reason = format!("{denial:?}").to_lowercase();
-        metrics::counter!("research_grant_denials_total", "reason" => reason).increment(1);
+        metrics::counter!("research_grant_denials_total", "reason" => denial.label()).increment(1);
         self.fail(lease, denial.message().to_owned(), false, spent).await
     }
 
