@@ -46,10 +46,13 @@ pub fn install() {
     }
 }
 
+/// A label's name and every value it takes.
+pub type Label = (&'static str, &'static [&'static str]);
+
 /// Every counter operators alert on, with every value of its label (the README's
 /// "Operations" table lists the same). Each is registered at 0 when the recorder is
 /// installed, so a rate or an alert on it sees 0, not "no data", until its first event.
-pub const COUNTERS: &[(&str, Option<(&str, &[&str])>)] = &[
+pub const COUNTERS: &[(&str, Option<Label>)] = &[
     ("research_tasks_created_total", None),
     ("research_tasks_ended_total", Some(("stage", &["completed", "failed", "canceled"]))),
     ("research_task_commands_total", Some(("command", &["paused", "resumed", "canceled"]))),
