@@ -240,7 +240,7 @@ async fn a_credential_that_does_not_authenticate_is_limited_before_its_body_is_r
     }
     let unauthenticated = statuses.iter().filter(|status| **status == 401).count();
     let limited = statuses.iter().filter(|status| **status == 429).count();
-    ensure!(unauthenticated <= 6 && unauthenticated >= 1, "at most the address's rate is answered 401: {statuses:?}");
+    ensure!((1..=6).contains(&unauthenticated), "at most the address's rate is answered 401: {statuses:?}");
     ensure_eq!(unauthenticated + limited, 30, "{statuses:?}");
     eprintln!(
         "api_rate_limits: 30 bad-bearer POSTs of a 10 MiB body: {unauthenticated} answered 401 and {limited} 429, 0 bodies read"
