@@ -119,6 +119,47 @@ impl TestDb {
             .collect()
     }
 
+    /// The tables (every one, the full-text index's own included) with a row whose text, in
+    /// any column, contains `needle`: where a copy of something deleted could hide.
+    pub async fn tables_holding(&self, needle: &str) -> anyhow::Result<Vec<String>> {
+        let (tables, contains) = match self.backend {
+            Backend::Postgres => (
+                "SELECT table_name::text FROM information_schema.tables \
+                 WHERE table_schema = 'public' AND table_type = 'BASE TABLE'",
+                // The whole row as text: every column, JSON and arrays included.
+                "SELECT COUNT(*) FROM \"{table}\" AS row_of WHERE strpos(row_of::text, $1) > 0",
+            ),
+            Backend::Sqlite => (
+                "SELECT name FROM sqlite_master WHERE type = 'table'",
+                "SELECT COUNT(*) FROM \"{table}\" WHERE {columns}",
+            ),
+        };
+        let mut holding = Vec::new();
+        for table in self.strings(tables, []).await? {
+            let sql = match self.backend {
+                Backend::Postgres => contains.replace("{table}", &table),
+                Backend::Sqlite => {
+                    let columns = self
+                        .strings("SELECT name FROM pragma_table_info($1)", [table.clone().into()])
+                        .await?
+                        .iter()
+                        .map(|column| format!("instr(CAST(\"{column}\" AS TEXT), $1) > 0"))
+                        .collect::<Vec<_>>();
+                    if columns.is_empty() {
+                        continue;
+                    }
+                    contains.replace("{table}", &table).replace("{columns}", &columns.join(" OR "))
+                }
+            };
+            let statement = Statement::from_sql_and_values(self.db.get_database_backend(), &sql, [needle.into()]);
+            let row = self.db.query_one_raw(statement).await?.with_context(|| format!("no row from {sql}"))?;
+            if row.try_get_by_index::<i64>(0)? > 0 {
+                holding.push(table);
+            }
+        }
+        Ok(holding)
+    }
+
     /// Counts the rows of `table` whose `column` equals `value`.
     pub async fn count_where(&self, table: &str, column: &str, value: impl Into<Value>) -> anyhow::Result<i64> {
         let sql = format!("SELECT COUNT(*) FROM \"{table}\" WHERE \"{column}\" = $1");

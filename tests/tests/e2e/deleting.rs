@@ -31,6 +31,7 @@ pub fn tests() -> Vec<DbTest> {
 }
 
 const DELETE_TASK: &str = "mutation($id: UUID!) { deleteResearchTask(id: $id) }";
+const ANSWER: &str = "subscription($task: UUID!) { researchTaskAnswer(taskId: $task) { offset text done reset } }";
 const DELETE_TRACE: &str = "mutation($id: UUID!) { deleteAnswerTrace(id: $id) }";
 const DELETE_SPACE: &str = "mutation($id: UUID!) { deleteKnowledgeSpace(id: $id) { knowledgeSpaces researchTasks answerTraces documents permissionSnapshots members apiKeys webhookEndpoints } }";
 const ERASE: &str = "mutation($tenant: String!) { eraseTenant(tenantId: $tenant) { knowledgeSpaces researchTasks answerTraces documents permissionSnapshots members apiKeys webhookEndpoints auditEvents } }";
@@ -130,8 +131,16 @@ async fn deleting_a_task_removes_every_row_of_it_fences_its_worker_and_ends_its_
     ensure_eq!(api.data(Some(&alice), READ_TASK, json!({ "id": done })).await?["researchTask"], Value::Null);
     ensure_eq!(api.data(Some(&alice), READ_TRACE, json!({ "id": trace })).await?["answerTrace"], Value::Null);
     ensure_eq!(api.code(Some(&alice), DELETE_TASK, json!({ "id": done })).await?, "NOT_FOUND", "deleting twice");
-    // An answer trace alone: it goes, its task stays.
+    // An answer trace alone: it goes with every copy of its answer, its task stays.
     let (kept, kept_trace) = completed_task(&api, &alice, &space).await?;
+    let answer_of = "query($id: UUID!) { answerTrace(id: $id) { answer } }";
+    let answer =
+        string_at(&api.data(Some(&alice), answer_of, json!({ "id": kept_trace })).await?, "/answerTrace/answer")?;
+    ensure!(!db.tables_holding(&answer).await?.is_empty(), "the answer is stored before the deletion");
+    let mut watcher = WsClient::connect_and_init(&api.server.ws_url(), Some(&alice)).await?;
+    watcher.subscribe("answer", ANSWER, json!({ "task": kept })).await?;
+    let streamed = watcher.collect("answer").await?;
+    ensure!(streamed.iter().any(|delta| delta["data"]["researchTaskAnswer"]["done"] == true), "{streamed:?}");
     ensure_eq!(
         api.data(Some(&alice), DELETE_TRACE, json!({ "id": kept_trace })).await?["deleteAnswerTrace"],
         json!(true)
@@ -142,6 +151,17 @@ async fn deleting_a_task_removes_every_row_of_it_fences_its_worker_and_ends_its_
         json!("COMPLETED")
     );
     ensure_eq!(api.code(Some(&alice), DELETE_TRACE, json!({ "id": kept_trace })).await?, "NOT_FOUND", "deleting twice");
+    // Not a copy is left in any table (before, the answer draft kept the whole text until
+    // the task was deleted), and the answer stream has nothing to send any more.
+    let holding = db.tables_holding(&answer).await?;
+    ensure!(holding.is_empty(), "the deleted answer is still in {holding:?}");
+    watcher.subscribe("again", ANSWER, json!({ "task": kept })).await?;
+    let streamed = watcher.collect("again").await?;
+    ensure!(
+        streamed.iter().all(|delta| delta["data"]["researchTaskAnswer"]["text"].as_str().is_none_or(str::is_empty)),
+        "the deleted answer was streamed again: {streamed:?}"
+    );
+    watcher.close().await?;
     // Each deletion is on record once, written in its own transaction.
     for (action, target, expected) in [
         ("research_task.deleted", &done, 1),

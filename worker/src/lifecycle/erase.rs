@@ -11,8 +11,8 @@
 //! at once, in every process.
 use entity::{
     answer_trace, api_key, audit_event, knowledge_document as document, knowledge_space as space,
-    knowledge_space_deletion as deletion, member, permission_snapshot as snapshot, research_task_job as job,
-    webhook_endpoint as endpoint,
+    knowledge_space_deletion as deletion, member, permission_snapshot as snapshot, research_task_answer_draft as draft,
+    research_task_job as job, webhook_endpoint as endpoint,
 };
 use sea_orm::sea_query::{Expr, ExprTrait as _, Query};
 use sea_orm::{
@@ -85,10 +85,14 @@ pub async fn delete_task(
     Ok(true)
 }
 
-/// Deletes one answer trace (and its grant, once nothing names it), appending `audit` in
-/// the same transaction; false when there was no such trace.
+/// Deletes one answer trace with every other copy of its answer (the task's answer draft,
+/// which live subscriptions read), and its grant once nothing names it, appending `audit`
+/// in the same transaction; false when there was no such trace. The task's topic is
+/// signalled, so a process that holds the answer for its subscribers reads again and
+/// finds it gone.
 pub async fn delete_answer_trace(
     db: &DatabaseConnection,
+    notifier: &Notifier,
     id: Uuid,
     audit: audit_event::ActiveModel,
 ) -> Result<bool, LifecycleError> {
@@ -97,11 +101,16 @@ pub async fn delete_answer_trace(
         return Ok(false);
     };
     answer_trace::Entity::delete_by_id(id).exec(&txn).await?;
+    if let Some(task_id) = trace.research_task_id {
+        draft::Entity::delete_by_id(task_id).exec(&txn).await?;
+    }
     audit_event::Entity::insert(audit).exec_without_returning(&txn).await?;
     if let Some(snapshot_id) = trace.permission_snapshot_id {
         drop_unreferenced_snapshots(&txn, &[snapshot_id]).await?;
     }
-    txn.commit().await?;
+    let signals: Vec<TaskSignal> =
+        trace.research_task_id.map(|task| signal(task, None, None, false)).into_iter().collect();
+    commit_many(txn, notifier, signals).await?;
     Ok(true)
 }
 

@@ -48,7 +48,8 @@ impl DeleteMutation {
         run.await.gql()
     }
 
-    /// Deletes one of the caller's answer traces. Anyone else's id answers NOT_FOUND.
+    /// Deletes one of the caller's answer traces and every copy of its answer (the answer a
+    /// live `researchTaskAnswer` streams included). Anyone else's id answers NOT_FOUND.
     async fn delete_answer_trace(&self, ctx: &Context<'_>, id: Uuid) -> async_graphql::Result<bool> {
         let run = async {
             let (caller, app) = (principal(ctx)?, state(ctx)?);
@@ -62,7 +63,7 @@ impl DeleteMutation {
                 details: json!({}),
             };
             let record = audit::row(actor(ctx)?, entry, entity::now_millis());
-            if !lifecycle::delete_answer_trace(&app.db, id, record).await? {
+            if !lifecycle::delete_answer_trace(&app.db, &app.notifier, id, record).await? {
                 return Err(ApiError::NotFound);
             }
             Ok(true)
