@@ -36,6 +36,18 @@ pub enum Reply {
     },
     /// 200 with this body (not the embeddings asked for).
     Malformed(String),
+    /// OpenAI's error body with this status; `echo_input` puts the first input in the
+    /// message, as providers that quote what they refused do.
+    Error {
+        /// The HTTP status.
+        status: u16,
+        /// `error.message`, before any echo.
+        message: String,
+        /// `error.code`.
+        code: Option<String>,
+        /// Whether the message quotes the first input.
+        echo_input: bool,
+    },
 }
 
 /// One request as the server saw it.
@@ -240,6 +252,14 @@ async fn embeddings(State(inner): State<Shared>, headers: HeaderMap, body: Strin
             response
         }
         Reply::Malformed(body) => (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], body).into_response(),
+        Reply::Error { status, message, code, echo_input } => {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            let message = match (echo_input, inputs.first()) {
+                (true, Some(input)) => format!("{message}: '{input}'"),
+                _ => message,
+            };
+            error(status, &message, "invalid_request_error", code.as_deref())
+        }
     }
 }
 

@@ -196,7 +196,8 @@ pub enum EngineError {
     #[error("budget exceeded: {0}")]
     OverBudget(String),
     /// The model endpoint refused the request (400, 401, 403, 404, a prompt too long for
-    /// the model): the same request fails again. The message is the provider's, redacted.
+    /// the model): the same request fails again. The message says which call and the
+    /// status, error type and code, never the provider's words.
     #[error("the model endpoint refused the request: {0}")]
     Refused(String),
     /// Something that may work next time (a database hiccup, a remote model's 503).

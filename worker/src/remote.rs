@@ -1,14 +1,20 @@
-//! What the clients of remote OpenAI-compatible endpoints (embeddings, chat) share: how a
-//! `Retry-After` is read, how a failed request is described, how much of a body an error
-//! quotes, and how a secret is kept out of every message.
+//! What the clients of remote endpoints (embeddings, chat, webhooks) share: how a
+//! `Retry-After` is read, how a failed request is described, and how a secret is kept out
+//! of every message.
+//!
+//! A provider's own words never reach a row, an event, a metric or a page: several quote
+//! the prompt (the task's question and evidence) in their error messages, and a task's
+//! `error` is shown to operators of every tenant. What is stored is a fixed description
+//! built from the HTTP status and the provider's error `type` and `code` when each is a
+//! short identifier; the provider's text goes to the log at debug level only.
 use std::time::Duration;
 
 use secrecy::{ExposeSecret as _, SecretString};
 
 /// The longest `Retry-After` honoured; a longer one is cut to this.
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
-/// How much of an error body is quoted in messages.
-const QUOTED_BODY_CHARS: usize = 200;
+/// The longest error `type` or `code` a description keeps; longer ones are left out.
+const MAX_IDENTIFIER_CHARS: usize = 64;
 
 /// A `Retry-After` of seconds or an HTTP date, capped at an hour.
 pub fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
@@ -43,14 +49,40 @@ pub fn describe_send_error(error: &reqwest::Error) -> String {
     if causes.is_empty() { what.to_owned() } else { format!("{what}: {}", causes.join(": ")) }
 }
 
-/// The start of a body, for an error message.
-pub fn quote(body: &[u8]) -> String {
+/// An error `type` or `code` as a description may carry it: a string or number of letters,
+/// digits, `_`, `-` and `.` only (so no sentence, and nothing a prompt could fill in).
+fn identifier(value: Option<&serde_json::Value>) -> Option<String> {
+    let text = match value? {
+        serde_json::Value::String(text) => text.clone(),
+        serde_json::Value::Number(number) => number.to_string(),
+        _ => return None,
+    };
+    let plain = !text.is_empty()
+        && text.chars().count() <= MAX_IDENTIFIER_CHARS
+        && text.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    plain.then_some(text)
+}
+
+/// The identifiers of an OpenAI-style error object (`{"type", "code", "message"}`): its
+/// type and code, as ` (type t, code c)`, or nothing when it has neither.
+pub fn error_identifiers(error: &serde_json::Value) -> String {
+    let parts: Vec<String> = [("type", "type"), ("code", "code")]
+        .into_iter()
+        .filter_map(|(field, name)| identifier(error.get(field)).map(|value| format!("{name} {value}")))
+        .collect();
+    if parts.is_empty() { String::new() } else { format!(" ({})", parts.join(", ")) }
+}
+
+/// Describes an HTTP failure of `endpoint` (`chat`, `embeddings`, `rerank`…) by its status
+/// and the error body's identifiers alone, e.g. `the chat endpoint answered HTTP 400 (type
+/// invalid_request_error, code context_length_exceeded)`. The body itself is logged at
+/// debug level (with `secret` redacted) and nowhere else.
+pub fn describe_status(endpoint: &str, status: u16, body: &[u8], secret: Option<&SecretString>) -> String {
     let text = String::from_utf8_lossy(body);
-    let mut quoted: String = text.chars().take(QUOTED_BODY_CHARS).collect();
-    if text.chars().count() > QUOTED_BODY_CHARS {
-        quoted.push('…');
-    }
-    quoted
+    tracing::debug!(endpoint, status, body = %redact(&text, secret), "a provider answered with an error");
+    let error = serde_json::from_slice::<serde_json::Value>(body).ok().and_then(|body| body.get("error").cloned());
+    let identifiers = error.as_ref().map(error_identifiers).unwrap_or_default();
+    format!("the {endpoint} endpoint answered HTTP {status}{identifiers}")
 }
 
 /// `text` with every occurrence of the secret replaced, for messages that quote what an
@@ -76,6 +108,26 @@ mod tests {
         assert_eq!(retry_after(&headers), Some(MAX_RETRY_AFTER));
         headers.insert(RETRY_AFTER, HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"));
         assert_eq!(retry_after(&headers), Some(Duration::ZERO), "a date in the past means now");
+    }
+
+    #[test]
+    fn a_description_keeps_status_type_and_code_and_never_the_providers_words() {
+        let body = br#"{"error":{"message":"Your prompt 'What is the merger codename?' is too long","type":"invalid_request_error","code":"context_length_exceeded","param":"messages"}}"#;
+        assert_eq!(
+            describe_status("chat", 400, body, None),
+            "the chat endpoint answered HTTP 400 (type invalid_request_error, code context_length_exceeded)"
+        );
+        // A type or code that is a sentence (or could hold one) is left out.
+        let sneaky = br#"{"error":{"type":"echo: What is the merger codename?","code":"x y"}}"#;
+        assert_eq!(describe_status("rerank", 400, sneaky, None), "the rerank endpoint answered HTTP 400");
+        assert_eq!(
+            describe_status("embeddings", 502, b"<html>What is the merger codename?</html>", None),
+            "the embeddings endpoint answered HTTP 502"
+        );
+        assert_eq!(
+            describe_status("chat", 429, br#"{"error":{"code":429}}"#, None),
+            "the chat endpoint answered HTTP 429 (code 429)"
+        );
     }
 
     #[test]

@@ -34,6 +34,7 @@ pub fn tests() -> Vec<DbTest> {
         an_endpoint_that_is_down_leaves_documents_pending_until_it_returns,
         a_rate_limit_is_waited_out_for_at_least_its_retry_after,
         malformed_responses_fail_the_document_and_full_text_still_finds_it,
+        a_refusal_quoting_the_input_fails_the_document_without_keeping_the_quote,
         an_edit_during_an_embedding_run_fences_the_run_out,
         two_workers_never_embed_the_same_document_at_once,
         turning_embeddings_on_later_embeds_what_is_already_stored,
@@ -248,6 +249,32 @@ async fn malformed_responses_fail_the_document_and_full_text_still_finds_it(db: 
     }
     let attempts = server.seen().len();
     ensure!(attempts >= bodies.len(), "one request per document at least");
+    api.stop().await;
+    Ok(())
+}
+
+/// An embeddings endpoint that refuses with a message quoting the passage it was sent:
+/// the document fails with the status and code alone, and the quote is kept nowhere.
+async fn a_refusal_quoting_the_input_fails_the_document_without_keeping_the_quote(db: TestDb) -> anyhow::Result<()> {
+    let server = EmbeddingServer::start().await?;
+    let api = api(&db, &server, |_| {}).await?;
+    let space = api.space("alice").await?;
+    let token = api.token("alice");
+    server.always(Reply::Error {
+        status: 400,
+        message: "This input violates the content policy".to_owned(),
+        code: Some("content_policy_violation".to_owned()),
+        echo_input: true,
+    });
+    let id = add(&api, &token, &space, "Secret", "Zanzibar-quartz is the secret ingredient.", "TEXT_PLAIN").await?;
+    let failed = wait_for_status(&api, &token, &id, "FAILED").await?;
+    let error = failed["indexingError"].as_str().context("an error")?;
+    ensure!(error.contains("HTTP 400") && error.contains("content_policy_violation"), "{error}");
+    ensure!(!error.contains("policy") || !error.contains("violates"), "the provider's words: {error}");
+    ensure!(!error.contains("Zanzibar"), "the quoted input in the error: {error}");
+    // The document's own content holds the word; nothing else may.
+    let holding = db.tables_holding("This input violates").await?;
+    ensure!(holding.is_empty(), "the provider's words are stored in {holding:?}");
     api.stop().await;
     Ok(())
 }

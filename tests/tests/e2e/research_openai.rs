@@ -25,6 +25,7 @@ pub fn tests() -> Vec<DbTest> {
         a_task_plans_retrieves_and_answers_with_the_model_and_costs_exactly_its_usage,
         a_call_that_could_pass_the_budget_is_never_made,
         rate_limits_and_server_errors_are_retried_and_refusals_are_not,
+        a_providers_words_reach_no_row_event_metric_or_page,
         a_stream_cut_mid_answer_is_retried_not_stored,
         malformed_streams_and_timeouts_are_retried_and_plain_json_replies_are_read,
         an_unusable_plan_falls_back_and_a_server_without_json_mode_is_asked_in_words,
@@ -286,7 +287,7 @@ async fn rate_limits_and_server_errors_are_retried_and_refusals_are_not(db: Test
     ensure_eq!(row.stage, Stage::Completed, "{:?}", row.error);
     ensure_eq!(server.seen().len(), 5);
 
-    // 401: the task fails at once, with the provider's message.
+    // 401: the task fails at once, with a fixed description of the refusal.
     server.then([Reply::error(401, "Incorrect API key provided.", "invalid_request_error", Some("invalid_api_key"))]);
     let task = create(&api, &token, &space, "What is wax made of?", fast).await?;
     let row = wait_terminal(&db, &task).await?;
@@ -294,7 +295,8 @@ async fn rate_limits_and_server_errors_are_retried_and_refusals_are_not(db: Test
     ensure_eq!(server.seen().len(), 6, "no retry after a refusal");
     ensure_eq!(row.execution_attempts, 1, "no second attempt either");
     let error = row.error.unwrap_or_default();
-    ensure!(error.contains("401") && error.contains("Incorrect API key provided"), "{error}");
+    ensure!(error.contains("HTTP 401") && error.contains("code invalid_api_key"), "{error}");
+    ensure!(!error.contains("Incorrect API key provided"), "the provider's words are not kept: {error}");
     api.stop().await;
     Ok(())
 }
@@ -455,7 +457,10 @@ async fn the_api_key_reaches_no_log_and_no_error(db: TestDb) -> anyhow::Result<(
     }
     let error =
         client.run(read, json!({ "id": task })).await?["researchTask"]["error"].as_str().unwrap_or_default().to_owned();
-    ensure!(error.contains("401") && error.contains("[redacted]"), "the provider's message, redacted: {error}");
+    ensure!(
+        error.contains("HTTP 401") && !error.contains("Incorrect"),
+        "a fixed description, never the provider's words: {error}"
+    );
     ensure!(!error.contains(KEY), "the key in the task's error: {error}");
     ensure!(lines.iter().any(|line| line.contains("model call failed")), "the retry was logged: {lines:#?}");
     ensure!(lines.len() > 20, "debug logs were captured: {}", lines.len());
@@ -676,6 +681,75 @@ async fn each_mode_uses_its_own_model(db: TestDb) -> anyhow::Result<()> {
     .await?;
     ensure_eq!(wait_terminal(&db, &task).await?.stage, Stage::Completed);
     ensure!(server.seen()[before..].iter().all(|seen| seen.body["model"] == json!(MODEL)), "the default");
+    api.stop().await;
+    Ok(())
+}
+
+/// What a provider echoes back in its errors (several quote the prompt).
+const ECHO: &str = "ECHO-OF-THE-PROMPT";
+
+/// A model endpoint that answers 400 quoting the prompt, or streams an error or garbage
+/// quoting it: the task fails with a fixed description (status, error type and code,
+/// which call), and the provider's words reach no table, no event, no `/metrics` line and
+/// no `/ops` page. Before, the 400's message became the task's `error`, which `/ops/stream`
+/// showed operators of every tenant.
+async fn a_providers_words_reach_no_row_event_metric_or_page(db: TestDb) -> anyhow::Result<()> {
+    let server = OpenAiServer::start().await?;
+    server.require_key(KEY);
+    let openai = openai_settings(&server);
+    let api = crate::live_support::api_with(&db, |settings| {
+        settings.embedded_worker = true;
+        settings.worker.engine.kind = EngineKind::Openai;
+        settings.worker.openai = openai;
+        settings.worker.openai.max_retries = 1;
+        settings.worker.retry_base_ms = 50;
+        settings.worker.retry_cap_ms = 200;
+        settings.worker.poll_interval_ms = 100;
+        settings.worker.default_max_execution_attempts = 1;
+        settings.operator_subjects = vec!["ops-admin".to_owned()];
+    })
+    .await?;
+    let (space, token) = space_with_documents(&api).await?;
+    let question = "How do bees make honey (codename Bluebird)?";
+    let quoting = format!("Invalid prompt: '{ECHO} {question} Bees make honey from nectar.'");
+    let cases = [
+        Reply::error(400, &quoting, "invalid_request_error", Some("invalid_prompt")),
+        Reply::Raw { content_type: "text/event-stream".to_owned(), body: format!("data: {ECHO} {question}\n\n") },
+        Reply::Raw {
+            content_type: "text/event-stream".to_owned(),
+            body: format!("data: {}\n\n", json!({ "error": { "message": quoting, "type": "server_error" } })),
+        },
+        Reply::Raw { content_type: "application/json".to_owned(), body: format!("{{\"{ECHO}\": \"{question}\"}}") },
+    ];
+    let mut errors = Vec::new();
+    for reply in cases {
+        server.always(reply);
+        let task = create(&api, &token, &space, question, json!({ "mode": "FAST" })).await?;
+        let row = wait_terminal(&db, &task).await?;
+        ensure_eq!(row.stage, Stage::Failed, "{:?}", row.error);
+        let error = row.error.unwrap_or_default();
+        ensure!(error.contains("the generating call"), "the description names the call: {error}");
+        ensure!(!error.contains(ECHO) && !error.contains("codename"), "the provider's words in the error: {error}");
+        errors.push(error);
+    }
+    ensure!(errors[0].contains("HTTP 400 (type invalid_request_error, code invalid_prompt)"), "{}", errors[0]);
+    let holding = db.tables_holding(ECHO).await?;
+    ensure!(holding.is_empty(), "the provider's words are stored in {holding:?}");
+    let base = api.server.server.base_url();
+    let metrics = reqwest::get(format!("{base}/metrics")).await?.text().await?;
+    ensure!(!metrics.contains(ECHO), "the provider's words in /metrics");
+    let operator = TestServer::token("ops-admin", "ops");
+    let mut stream = reqwest::Client::new().get(format!("{base}/ops/stream")).bearer_auth(&operator).send().await?;
+    ensure_eq!(stream.status().as_u16(), 200);
+    let mut page = String::new();
+    while !page.contains("\n\n") {
+        let chunk =
+            tokio::time::timeout(Duration::from_secs(10), stream.chunk()).await??.context("the stream ended")?;
+        page.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    ensure!(page.contains("the generating call"), "the failures are on the page: {page}");
+    ensure!(!page.contains(ECHO) && !page.contains("codename"), "task content on the operations page: {page}");
+    eprintln!("research_openai ({}): stored errors: {errors:#?}", db.backend.name());
     api.stop().await;
     Ok(())
 }

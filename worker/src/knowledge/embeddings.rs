@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::config::EmbeddingEndpoint;
-use crate::remote::{describe_send_error, quote, retry_after};
+use crate::remote::{describe_send_error, describe_status, retry_after};
 
 /// Why a request gave no embeddings.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -92,11 +92,12 @@ impl Embedder {
             message: format!("reading the response failed: {}", describe_send_error(&error)),
             retry_after,
         })?;
-        if status.as_u16() == 429 || status.is_server_error() {
-            return Err(EmbedError::Unavailable { message: format!("HTTP {status}: {}", quote(&body)), retry_after });
-        }
         if !status.is_success() {
-            return Err(EmbedError::Rejected(format!("HTTP {status}: {}", quote(&body))));
+            let message = describe_status("embeddings", status.as_u16(), &body, self.endpoint.api_key.as_ref());
+            if status.as_u16() == 429 || status.is_server_error() {
+                return Err(EmbedError::Unavailable { message, retry_after });
+            }
+            return Err(EmbedError::Rejected(message));
         }
         parse(&body, inputs.len())
     }
@@ -104,8 +105,11 @@ impl Embedder {
 
 /// The vectors of a 200 response, checked against what was asked.
 fn parse(body: &[u8], expected: usize) -> Result<Vec<Vec<f32>>, EmbedError> {
-    let response: Response = serde_json::from_slice(body)
-        .map_err(|error| EmbedError::Malformed(format!("not an embeddings list ({error}): {}", quote(body))))?;
+    // serde's message may quote the body (a provider's words): it goes to the debug log only.
+    let response: Response = serde_json::from_slice(body).map_err(|error| {
+        tracing::debug!(error = %error, "an embeddings response is not an embeddings list");
+        EmbedError::Malformed("the response is not an embeddings list".to_owned())
+    })?;
     if response.data.len() != expected {
         return Err(EmbedError::Malformed(format!("{} embeddings for {expected} inputs", response.data.len())));
     }

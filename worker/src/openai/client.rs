@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::config::ChatEndpoint;
-use crate::remote::{describe_send_error, quote, redact, retry_after};
+use crate::remote::{describe_send_error, describe_status, error_identifiers, redact, retry_after};
 
 /// The most a response may hold, stream or body: a server that streams without end fails
 /// the call rather than the worker's memory.
@@ -76,8 +76,13 @@ pub enum CallError {
         partial: String,
     },
     /// The same request fails again (400, 401, 403, 404, a prompt over the model's context).
-    #[error("{0}")]
-    Refused(String),
+    #[error("{description}")]
+    Refused {
+        /// Status, error type and code (never the provider's words).
+        description: String,
+        /// A request parameter a 400 named, which the server may not take.
+        unsupported: Option<&'static str>,
+    },
 }
 
 /// What a server turned out not to accept, learned from its 400s and remembered: servers
@@ -92,20 +97,30 @@ struct Dialect {
 }
 
 impl Dialect {
-    /// Adapts to a 400 that names a parameter not yet adapted to; false if none.
-    fn adapt(&self, message: &str) -> bool {
-        let flags = [
+    fn flags(&self) -> [(&'static str, &AtomicBool); 4] {
+        [
             ("response_format", &self.no_response_format),
             ("max_tokens", &self.max_completion_tokens),
             ("temperature", &self.no_temperature),
             ("stream_options", &self.no_stream_options),
-        ];
-        for (parameter, flag) in flags {
-            if message.contains(parameter) && !flag.swap(true, Ordering::Relaxed) {
-                return true;
-            }
-        }
-        false
+        ]
+    }
+
+    /// The first parameter not yet adapted to that a 400's body names (read here and
+    /// nowhere else: the body is the provider's text).
+    fn named_in(&self, body: &str) -> Option<&'static str> {
+        self.flags()
+            .into_iter()
+            .find(|(parameter, flag)| body.contains(parameter) && !flag.load(Ordering::Relaxed))
+            .map(|(parameter, _)| parameter)
+    }
+
+    /// Adapts to `parameter` not being taken; false when it was adapted to already.
+    fn adapt(&self, parameter: &str) -> bool {
+        self.flags()
+            .into_iter()
+            .find(|(name, _)| *name == parameter)
+            .is_some_and(|(_, flag)| !flag.swap(true, Ordering::Relaxed))
     }
 }
 
@@ -142,8 +157,10 @@ impl ChatClient {
     ) -> Result<ChatOutput, CallError> {
         loop {
             match self.stream_once(request, on_delta).await {
-                Err(CallError::Refused(message)) if message.starts_with("HTTP 400") && self.dialect.adapt(&message) => {
-                    tracing::info!(error = %message, "the model endpoint refused a parameter; asking without it");
+                Err(CallError::Refused { description, unsupported: Some(parameter) })
+                    if self.dialect.adapt(parameter) =>
+                {
+                    tracing::info!(error = %description, parameter, "the model endpoint refused a parameter; asking without it");
                 }
                 other => return other,
             }
@@ -184,12 +201,13 @@ impl ChatClient {
         if !status.is_success() {
             let wait = retry_after(response.headers());
             let text = read_bounded(response).await.unwrap_or_default();
-            let message = format!("HTTP {}: {}", status.as_u16(), provider_message(&text));
+            let description = describe_status("chat", status.as_u16(), text.as_bytes(), self.endpoint.api_key.as_ref());
             let retry = matches!(status.as_u16(), 408 | 409 | 429) || status.is_server_error();
             return Err(if retry {
-                self.transient(message, wait, "")
+                self.transient(description, wait, "")
             } else {
-                CallError::Refused(self.redact(&message))
+                let unsupported = (status.as_u16() == 400).then(|| self.dialect.named_in(&text)).flatten();
+                CallError::Refused { description, unsupported }
             });
         }
         let is_stream = response
@@ -215,7 +233,12 @@ impl ChatClient {
         let mut done = false;
         while let Some(event) = events.next().await {
             let event = event.map_err(|error| {
-                self.transient(format!("the stream broke: {}", error_chain(&error)), None, &output.content)
+                let why = match &error {
+                    eventsource_stream::EventStreamError::Transport(error) => describe_send_error(error),
+                    eventsource_stream::EventStreamError::Utf8(_) => "it was not UTF-8".to_owned(),
+                    eventsource_stream::EventStreamError::Parser(_) => "an event could not be parsed".to_owned(),
+                };
+                self.transient(format!("the stream broke: {why}"), None, &output.content)
             })?;
             received += event.data.len();
             if received > MAX_RESPONSE_BYTES {
@@ -230,14 +253,12 @@ impl ChatClient {
                 continue;
             }
             let chunk: Value = serde_json::from_str(data).map_err(|_| {
-                self.transient(
-                    format!("the stream sent a chunk that is not JSON: {}", quote(data.as_bytes())),
-                    None,
-                    &output.content,
-                )
+                tracing::debug!(chunk = %self.redact(data), "a chat stream sent a chunk that is not JSON");
+                self.transient("the stream sent a chunk that is not JSON".to_owned(), None, &output.content)
             })?;
             if let Some(error) = chunk.get("error") {
-                let message = format!("the stream ended with an error: {}", error_text(error));
+                tracing::debug!(error = %self.redact(&error.to_string()), "a chat stream ended with an error");
+                let message = format!("the stream ended with an error{}", error_identifiers(error));
                 return Err(self.transient(message, None, &output.content));
             }
             self.read_chunk(&chunk, &mut output, on_delta)?;
@@ -257,11 +278,8 @@ impl ChatClient {
         on_delta: &mut (dyn FnMut(&str) + Send),
     ) -> Result<(), CallError> {
         let malformed = || {
-            self.transient(
-                format!("the stream sent a malformed chunk: {}", quote(chunk.to_string().as_bytes())),
-                None,
-                &output.content,
-            )
+            tracing::debug!(chunk = %self.redact(&chunk.to_string()), "a chat stream sent a malformed chunk");
+            self.transient("the stream sent a malformed chunk".to_owned(), None, &output.content)
         };
         if let Some(usage) = chunk.get("usage").filter(|usage| !usage.is_null()) {
             output.usage = Some(serde_json::from_value(usage.clone()).map_err(|_| malformed())?);
@@ -289,10 +307,13 @@ impl ChatClient {
         on_delta: &mut (dyn FnMut(&str) + Send),
     ) -> Result<ChatOutput, CallError> {
         let text = read_bounded(response).await.map_err(|message| self.transient(message, None, ""))?;
-        let body: Value = serde_json::from_str(&text)
-            .map_err(|_| self.transient(format!("the response is not JSON: {}", quote(text.as_bytes())), None, ""))?;
+        let body: Value = serde_json::from_str(&text).map_err(|_| {
+            tracing::debug!(body = %self.redact(&text), "a chat response is not JSON");
+            self.transient("the response is not JSON".to_owned(), None, "")
+        })?;
         let content = body.pointer("/choices/0/message/content").and_then(Value::as_str).ok_or_else(|| {
-            self.transient(format!("the response has no message: {}", quote(text.as_bytes())), None, "")
+            tracing::debug!(body = %self.redact(&text), "a chat response has no message");
+            self.transient("the response has no message".to_owned(), None, "")
         })?;
         on_delta(content);
         Ok(ChatOutput {
@@ -325,44 +346,18 @@ async fn read_bounded(response: reqwest::Response) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&body).into_owned())
 }
 
-/// What an error body says: OpenAI's `error.message` (with its code), else the body's start.
-fn provider_message(body: &str) -> String {
-    match serde_json::from_str::<Value>(body).ok().and_then(|body| body.get("error").cloned()) {
-        Some(error) => error_text(&error),
-        None => quote(body.as_bytes()),
-    }
-}
-
-fn error_text(error: &Value) -> String {
-    let message = error.get("message").and_then(Value::as_str).map(str::to_owned).unwrap_or_else(|| error.to_string());
-    let message = quote(message.as_bytes());
-    match error.get("code").and_then(Value::as_str) {
-        Some(code) => format!("{message} ({code})"),
-        None => message,
-    }
-}
-
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut parts = vec![error.to_string()];
-    let mut source = error.source();
-    while let Some(cause) = source {
-        parts.push(cause.to_string());
-        source = cause.source();
-    }
-    parts.join(": ")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn error_bodies_give_the_providers_message_and_code() {
-        let body = r#"{"error":{"message":"This model's maximum context length is 8192 tokens.","type":"invalid_request_error","code":"context_length_exceeded"}}"#;
-        assert_eq!(
-            provider_message(body),
-            "This model's maximum context length is 8192 tokens. (context_length_exceeded)"
-        );
-        assert_eq!(provider_message("<html>Bad gateway</html>"), "<html>Bad gateway</html>");
+    fn a_400_naming_a_parameter_is_adapted_to_once() {
+        let dialect = Dialect::default();
+        let body = r#"{"error":{"message":"Unsupported parameter: 'max_tokens' is not supported with this model.","type":"invalid_request_error"}}"#;
+        assert_eq!(dialect.named_in(body), Some("max_tokens"));
+        assert!(dialect.adapt("max_tokens"));
+        assert_eq!(dialect.named_in(body), None, "adapted to already");
+        assert!(!dialect.adapt("max_tokens"));
+        assert_eq!(dialect.named_in("the prompt is too long"), None);
     }
 }

@@ -125,8 +125,8 @@ impl OpenAiEngine {
                     self.record(ctx, &call, counter, prompt_tokens, &output.content, output.usage, "ok");
                     return Ok(output);
                 }
-                Err(CallError::Refused(message)) => {
-                    return Err(EngineError::Refused(message));
+                Err(CallError::Refused { description, .. }) => {
+                    return Err(EngineError::Refused(format!("the {} call: {description}", call.stage)));
                 }
                 Err(CallError::Transient { message, retry_after, partial }) => {
                     if !partial.is_empty() {
@@ -134,7 +134,8 @@ impl OpenAiEngine {
                         self.record(ctx, &call, counter, prompt_tokens, &partial, None, "cut");
                     }
                     let Some(backoff) = delays.next() else {
-                        return Err(EngineError::Transient(format!("{message} (after {tries} tries)").into()));
+                        let message = format!("the {} call: {message} (after {tries} tries)", call.stage);
+                        return Err(EngineError::Transient(message.into()));
                     };
                     let wait = retry_after.unwrap_or(backoff);
                     if let Some(deadline) = deadline
@@ -142,7 +143,11 @@ impl OpenAiEngine {
                             > deadline
                     {
                         return Err(EngineError::Transient(
-                            format!("{message} (no time for another try before limits.deadline_ms)").into(),
+                            format!(
+                                "the {} call: {message} (no time for another try before limits.deadline_ms)",
+                                call.stage
+                            )
+                            .into(),
                         ));
                     }
                     tracing::warn!(error = %message, wait_ms = wait.as_millis() as u64, tries, stage = call.stage, "model call failed; trying again");
