@@ -4,41 +4,31 @@
 //! nothing), with redirects never followed. `KFS_WEBHOOK_ALLOW_PRIVATE=true` lifts both
 //! rules, for development and tests.
 use std::net::{IpAddr, SocketAddr};
+
 use std::sync::Arc;
 
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
-/// Whether `ip` is a public unicast address: not loopback, private, link-local (which
-/// holds the cloud metadata address 169.254.169.254), shared, documentation, multicast,
-/// unspecified or broadcast, nor any of those written as an IPv4-mapped IPv6 address.
+/// Whether `ip` is a public unicast address a webhook may be sent to: in no row of the
+/// IANA IPv4 or IPv6 Special-Purpose Address Registry (loopback, private, shared, link-local
+/// with the metadata address, documentation, benchmarking, the IETF protocol assignments,
+/// NAT64, 6to4, Teredo, ORCHID, discard-only…; `iprfc` carries both registries), not
+/// multicast, and for IPv6 within global unicast `2000::/3`. The registries list some
+/// rows as globally reachable (192.0.0.9, 2001:1::1…): those are refused too, as no
+/// webhook receiver lives there. Every form that embeds an IPv4 address is refused whole:
+/// mapped `::ffff:0:0/96` and NAT64 `64:ff9b::/96`, `64:ff9b:1::/48` are registry rows,
+/// the deprecated IPv4-compatible `::/96` and site-local `fec0::/10` lie outside
+/// `2000::/3`, and 6to4 `2002::/16` and Teredo `2001::/32` are registry rows inside it.
 pub fn is_public(ip: IpAddr) -> bool {
+    if iprfc::RFC6890.contains(&ip) {
+        return false;
+    }
     match ip {
-        IpAddr::V4(v4) => {
-            let [a, b, ..] = v4.octets();
-            !(v4.is_loopback()
-                || v4.is_private()
-                || v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_broadcast()
-                || v4.is_multicast()
-                || v4.is_documentation()
-                || a == 0
-                || (a == 100 && (64..128).contains(&b))
-                || (a == 198 && (b == 18 || b == 19))
-                || a >= 240)
-        }
-        IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return is_public(IpAddr::V4(v4));
-            }
-            let first = v6.segments()[0];
-            !(v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_multicast()
-                || (first & 0xfe00) == 0xfc00
-                || (first & 0xffc0) == 0xfe80
-                || first == 0x2001 && v6.segments()[1] == 0x0db8)
-        }
+        // Multicast has a registry of its own, not the special-purpose one.
+        IpAddr::V4(v4) => !v4.is_multicast(),
+        // Everything outside 2000::/3 is reserved, unique-local, link- or site-local, or
+        // multicast (the IPv6 Address Space registry).
+        IpAddr::V6(v6) => (v6.segments()[0] & 0xe000) == 0x2000,
     }
 }
 
@@ -123,25 +113,141 @@ pub fn client(timeout: std::time::Duration, allow_private: bool) -> Result<reqwe
 mod tests {
     use super::*;
 
-    #[test]
-    fn private_and_special_addresses_are_not_public() {
-        for private in [
-            "127.0.0.1",
-            "10.1.2.3",
-            "172.16.0.1",
-            "192.168.1.1",
-            "169.254.169.254",
-            "100.64.0.1",
-            "0.0.0.0",
-            "::1",
-            "fd00::1",
-            "fe80::1",
-            "::ffff:127.0.0.1",
-            "::ffff:169.254.169.254",
-        ] {
-            assert!(!is_public(private.parse().expect("an address")), "{private}");
+    use std::net::{Ipv4Addr, Ipv6Addr};
+
+    /// Every row of the IANA IPv4 Special-Purpose Address Registry (2025-10).
+    const IPV4_ROWS: &[&str] = &[
+        "0.0.0.0/8",
+        "0.0.0.0/32",
+        "10.0.0.0/8",
+        "100.64.0.0/10",
+        "127.0.0.0/8",
+        "169.254.0.0/16",
+        "172.16.0.0/12",
+        "192.0.0.0/24",
+        "192.0.0.0/29",
+        "192.0.0.8/32",
+        "192.0.0.9/32",
+        "192.0.0.10/32",
+        "192.0.0.170/32",
+        "192.0.0.171/32",
+        "192.0.2.0/24",
+        "192.31.196.0/24",
+        "192.52.193.0/24",
+        "192.88.99.0/24",
+        "192.88.99.2/32",
+        "192.168.0.0/16",
+        "192.175.48.0/24",
+        "198.18.0.0/15",
+        "198.51.100.0/24",
+        "203.0.113.0/24",
+        "240.0.0.0/4",
+        "255.255.255.255/32",
+    ];
+
+    /// Every row of the IANA IPv6 Special-Purpose Address Registry (2025-10).
+    const IPV6_ROWS: &[&str] = &[
+        "::1/128",
+        "::/128",
+        "::ffff:0:0/96",
+        "64:ff9b::/96",
+        "64:ff9b:1::/48",
+        "100::/64",
+        "100:0:0:1::/64",
+        "2001::/23",
+        "2001::/32",
+        "2001:1::1/128",
+        "2001:1::2/128",
+        "2001:1::3/128",
+        "2001:2::/48",
+        "2001:3::/32",
+        "2001:4:112::/48",
+        "2001:10::/28",
+        "2001:20::/28",
+        "2001:30::/28",
+        "2001:db8::/32",
+        "2002::/16",
+        "2620:4f:8000::/48",
+        "3fff::/20",
+        "5f00::/16",
+        "fc00::/7",
+        "fe80::/10",
+    ];
+
+    /// The first, last and a middle address of a `a.b.c.d/n` or IPv6 prefix.
+    fn samples(row: &str) -> Vec<IpAddr> {
+        let (address, length) = row.split_once('/').expect("a prefix");
+        let length: u32 = length.parse().expect("a length");
+        match address.parse::<IpAddr>().expect("an address") {
+            IpAddr::V4(v4) => {
+                let first = u32::from(v4);
+                let last = first | u32::MAX.checked_shr(length).unwrap_or(0);
+                [first, last, first + (last - first) / 2].map(|n| IpAddr::V4(Ipv4Addr::from(n))).to_vec()
+            }
+            IpAddr::V6(v6) => {
+                let first = u128::from(v6);
+                let last = first | u128::MAX.checked_shr(length).unwrap_or(0);
+                [first, last, first + (last - first) / 2].map(|n| IpAddr::V6(Ipv6Addr::from(n))).to_vec()
+            }
         }
-        for public in ["93.184.216.34", "1.1.1.1", "2606:4700::1111"] {
+    }
+
+    /// An IPv4 address in each form that embeds one in IPv6.
+    fn embedded(v4: Ipv4Addr) -> Vec<Ipv6Addr> {
+        let n = u128::from(u32::from(v4));
+        vec![
+            v4.to_ipv6_mapped(),
+            v4.to_ipv6_compatible(),
+            Ipv6Addr::from((0x64_ff9b_u128 << 96) | n),
+            Ipv6Addr::from((0x0064_ff9b_0001_u128 << 80) | n),
+            Ipv6Addr::from((0x2002_u128 << 112) | (n << 80)),
+            // Teredo: the server at bits 32–63, the client's address inverted at the end.
+            Ipv6Addr::from((0x2001_0000_u128 << 96) | (n << 64) | (n ^ 0xffff_ffff)),
+        ]
+    }
+
+    #[test]
+    fn every_row_of_both_special_purpose_registries_is_refused() {
+        for row in IPV4_ROWS.iter().chain(IPV6_ROWS) {
+            for ip in samples(row) {
+                assert!(!is_public(ip), "{ip} of {row}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_embedded_ipv4_form_is_refused_even_of_a_public_address() {
+        for v4 in ["127.0.0.1", "169.254.169.254", "10.0.0.1", "192.0.0.1", "1.1.1.1"] {
+            for v6 in embedded(v4.parse().expect("an address")) {
+                assert!(!is_public(IpAddr::V6(v6)), "{v6}, embedding {v4}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_reported_gaps_and_multicast_site_local_and_reserved_space_are_refused() {
+        for refused in [
+            "::127.0.0.1",
+            "64:ff9b::127.0.0.1",
+            "64:ff9b::169.254.169.254",
+            "fec0::1",
+            "192.0.0.1",
+            "192.0.0.170",
+            "224.0.0.1",
+            "239.255.255.250",
+            "ff02::1",
+            "ff0e::1",
+            "4000::1",
+            "::2",
+        ] {
+            assert!(!is_public(refused.parse().expect("an address")), "{refused}");
+        }
+    }
+
+    #[test]
+    fn public_unicast_addresses_are_accepted() {
+        for public in ["93.184.216.34", "1.1.1.1", "8.8.8.8", "2606:4700::1111", "2a00:1450:4001::1", "2001:4860::8888"]
+        {
             assert!(is_public(public.parse().expect("an address")), "{public}");
         }
     }
