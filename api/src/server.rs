@@ -137,9 +137,12 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
         false => None,
     };
     settings.prepare_storage().context("creating the database directory")?;
-    let db = worker::db::connect_and_migrate(&settings.database_url)
+    // A server started before its database waits for it (logging each try); a signal
+    // stops the process meanwhile.
+    let db = worker::db::connect_and_migrate_patiently(&settings.database_url, std::future::pending())
         .await
-        .context("connecting to and migrating the database")?;
+        .context("connecting to and migrating the database")?
+        .context("stopped before the database could be reached")?;
     let prepared = worker::knowledge::prepare(&db, &settings.worker, entity::now_millis())
         .await
         .context("preparing the knowledge spaces' passages")?;

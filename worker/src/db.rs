@@ -43,6 +43,52 @@ pub async fn connect_and_migrate(url: &str) -> Result<DatabaseConnection, DbErr>
     Ok(db)
 }
 
+/// How long [`connect_and_migrate_patiently`] first waits after a failure; each wait
+/// doubles, up to [`PATIENT_MAX`].
+const PATIENT_MIN: Duration = Duration::from_secs(1);
+/// The longest wait between two tries of [`connect_and_migrate_patiently`].
+const PATIENT_MAX: Duration = Duration::from_secs(30);
+
+/// [`connect_and_migrate`] for a process that may start before its database: while the
+/// database is unreachable (refused, down, starting up; see [`is_unavailable`]) it tries
+/// again after 1 s, doubling to 30 s with jitter, logging each failure, until it connects
+/// or `stop` resolves (`Ok(None)`). Any other failure (a malformed URL, a refused password,
+/// a migration that fails) is returned at once: waiting would not mend it.
+pub async fn connect_and_migrate_patiently(
+    url: &str,
+    stop: impl Future<Output = ()>,
+) -> Result<Option<DatabaseConnection>, DbErr> {
+    use backon::BackoffBuilder as _;
+    let mut delays = backon::ExponentialBuilder::default()
+        .with_min_delay(PATIENT_MIN)
+        .with_max_delay(PATIENT_MAX)
+        .with_jitter()
+        .without_max_times()
+        .build();
+    let mut stop = std::pin::pin!(stop);
+    let mut tries = 0u32;
+    loop {
+        tries += 1;
+        match connect_and_migrate(url).await {
+            Ok(db) => {
+                if tries > 1 {
+                    tracing::info!(tries, "connected to the database");
+                }
+                return Ok(Some(db));
+            }
+            Err(error) if is_unavailable(&error) => {
+                let wait = delays.next().unwrap_or(PATIENT_MAX);
+                tracing::warn!(error = %error, tries, wait_ms = wait.as_millis() as u64, "the database is unreachable; trying again");
+                tokio::select! {
+                    () = tokio::time::sleep(wait) => {}
+                    () = &mut stop => return Ok(None),
+                }
+            }
+            Err(error) => return Err(error),
+        }
+    }
+}
+
 /// The PostgreSQL advisory lock every process takes around migrating: "kfs_migr".
 const MIGRATION_LOCK: i64 = 0x6b66_735f_6d69_6772;
 

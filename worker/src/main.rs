@@ -1,6 +1,7 @@
 //! The standalone worker: runs the lease loop and the outbox loop against a shared
 //! database (PostgreSQL in production) until SIGTERM or SIGINT, then stops gracefully.
 use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
 
 use anyhow::Context as _;
 use clap::Parser;
@@ -63,7 +64,30 @@ async fn main() -> anyhow::Result<()> {
     let Loaded { database_url, settings, log_format, otlp_endpoint } = load(&cli)?;
     let telemetry = worker::telemetry::init(log_format, otlp_endpoint.as_deref(), "kfs-worker")?;
     let engine = worker::runtime::research_engine(&settings).context("configuring the research engine")?;
-    let db = worker::db::connect_and_migrate(&database_url).await.context("connecting to the database")?;
+    worker::observe::install();
+    let shutdown = CancellationToken::new();
+    let tracker = TaskTracker::new();
+    // The operations endpoint answers from the start: `/healthz` while the process runs,
+    // `/readyz` 503 until the database is connected and the loops tick.
+    let running = Arc::new(OnceLock::new());
+    if let Some(addr) = settings.http_addr {
+        serve_operations(addr, running.clone(), shutdown.clone(), &tracker).await?;
+    }
+    // A worker started before its database (an orchestrator starts them together) waits
+    // for it, logging each failed try, instead of exiting.
+    let connected = worker::db::connect_and_migrate_patiently(&database_url, async {
+        let _ = stop_signal().await;
+    })
+    .await
+    .context("connecting to the database")?;
+    let Some(db) = connected else {
+        tracing::info!("stopped before the database could be reached");
+        shutdown.cancel();
+        tracker.close();
+        tracker.wait().await;
+        telemetry.shutdown().await;
+        return Ok(());
+    };
     let prepared = worker::knowledge::prepare(&db, &settings, entity::now_millis())
         .await
         .context("preparing the knowledge spaces' passages")?;
@@ -76,16 +100,10 @@ async fn main() -> anyhow::Result<()> {
     }
     tracing::info!(worker.id = %settings.worker_id, "worker started");
 
-    let shutdown = CancellationToken::new();
-    let tracker = TaskTracker::new();
-    worker::observe::install();
-    let http_addr = settings.http_addr;
     let notifier = worker::Notifier::new();
     let ticks = worker::runtime::spawn_with_engine(db.clone(), notifier, settings, engine, shutdown.clone(), &tracker);
     worker::observe::spawn_gauges(db.clone(), shutdown.clone(), &tracker);
-    if let Some(addr) = http_addr {
-        serve_operations(addr, db.clone(), ticks, shutdown.clone(), &tracker).await?;
-    }
+    let _ = running.set((db.clone(), ticks));
     stop_signal().await.context("listening for shutdown signals")?;
     tracing::info!("shutting down: no new claims; running stages get the grace period");
     shutdown.cancel();
@@ -112,11 +130,14 @@ async fn stop_signal() -> std::io::Result<()> {
     }
 }
 
-/// Serves `/healthz`, `/readyz` and `/metrics` on `addr` until `shutdown`.
+/// The database and the loops' ticks, once the worker is connected and running.
+type Running = Arc<OnceLock<(sea_orm::DatabaseConnection, worker::observe::Ticks)>>;
+
+/// Serves `/healthz`, `/readyz` and `/metrics` on `addr` until `shutdown`; `/readyz`
+/// answers 503 until `running` is set.
 async fn serve_operations(
     addr: std::net::SocketAddr,
-    db: sea_orm::DatabaseConnection,
-    ticks: worker::observe::Ticks,
+    running: Running,
     shutdown: CancellationToken,
     tracker: &TaskTracker,
 ) -> anyhow::Result<()> {
@@ -125,8 +146,11 @@ async fn serve_operations(
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
     let bound = listener.local_addr().context("reading the bound address")?;
     let readyz = move || {
-        let (db, ticks) = (db.clone(), ticks.clone());
+        let running = running.get().cloned();
         async move {
+            let Some((db, ticks)) = running else {
+                return (StatusCode::SERVICE_UNAVAILABLE, "connecting to the database".to_owned());
+            };
             match worker::observe::not_ready(&db, &ticks).await {
                 None => (StatusCode::OK, "ready".to_owned()),
                 Some(reason) => (StatusCode::SERVICE_UNAVAILABLE, reason),

@@ -28,6 +28,7 @@ pub fn tests() -> Vec<DbTest> {
     db_tests![; postgres_only:
         a_subscriber_gets_every_sequence_once_from_a_worker_process_across_a_postgres_restart,
         a_subscriber_gets_every_sequence_once_after_postgres_was_down_for_seconds,
+        processes_started_before_their_database_wait_for_it_and_then_work,
     ]
 }
 
@@ -131,6 +132,54 @@ async fn follow_through(outage: Outage) -> anyhow::Result<()> {
         "live_postgres_restart ({outage:?}): PostgreSQL back after {restarted:?}; resumed at {resumed:?}, feed of \
          {written} events complete at {completed:?} after the outage began"
     );
+    Ok(())
+}
+
+/// The `worker` and `api` binaries started while their PostgreSQL is down keep trying
+/// (logging each failure) instead of exiting; the worker's `/healthz` answers meanwhile
+/// and its `/readyz` says why it is not ready; once the database starts both go on on
+/// their own, and a task runs. Before, the worker exited at once.
+async fn processes_started_before_their_database_wait_for_it_and_then_work(_shared: TestDb) -> anyhow::Result<()> {
+    let postgres = PrivatePostgres::start().await?;
+    postgres.control(Control::Stop).await?;
+    let binaries = Binaries::build().await?;
+    let mut command = worker_command(&binaries.worker, &postgres.url());
+    command.env("KFS_WORKER_HTTP_ADDR", "127.0.0.1:0").env("RUST_LOG", "warn,worker=info");
+    let mut worker = Process::spawn("worker", command)?;
+    let line = worker.line_starting_with("worker operations:", Duration::from_secs(30)).await?;
+    let operations = line.trim_start_matches("worker operations:").trim().to_owned();
+    ensure!(reqwest::get(format!("{operations}/healthz")).await?.status().is_success(), "/healthz while waiting");
+    let ready = reqwest::get(format!("{operations}/readyz")).await?;
+    ensure!(ready.status().as_u16() == 503, "/readyz while waiting: {}", ready.status());
+    ensure!(ready.text().await?.contains("connecting to the database"));
+    // Two failed tries, each logged, and the process still running.
+    let mut failures = 0;
+    while failures < 2 {
+        let line = worker.next_line(Duration::from_secs(30)).await.context("the worker went quiet")?;
+        if line.contains("the database is unreachable; trying again") {
+            failures += 1;
+        }
+        worker.ensure_running()?;
+    }
+    let mut api = Process::spawn("api", api_command(&binaries.api, &postgres.url()))?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    api.ensure_running().context("the api exited instead of waiting")?;
+    postgres.control(Control::Start).await?;
+    wait_until(Duration::from_secs(60), "the worker to be ready", async || {
+        worker.ensure_running()?;
+        Ok(reqwest::get(format!("{operations}/readyz")).await?.status().is_success())
+    })
+    .await?;
+    let line = api.line_starting_with("GraphiQL:", Duration::from_secs(60)).await?;
+    let addr = line.trim_start_matches("GraphiQL:").trim().trim_start_matches("http://").trim_end_matches("/graphiql");
+    let tenant = format!("tenant-{}", Uuid::new_v4().simple());
+    let client = GraphqlClient::new(format!("http://{addr}/graphql"), TestServer::token("alice", &tenant));
+    let space = space_with_documents(&client).await?;
+    let task = create_task(&client, &space).await?;
+    wait_until(Duration::from_secs(30), "the task to complete", async || {
+        Ok(client.run(READ_TASK, json!({ "id": task })).await?["researchTask"]["stage"] == "COMPLETED")
+    })
+    .await?;
     Ok(())
 }
 
