@@ -25,6 +25,7 @@ pub fn tests() -> Vec<DbTest> {
         a_result_larger_than_the_old_write_buffer_is_delivered,
         a_result_over_the_response_limit_fails_only_its_operation,
         a_client_frame_over_the_limit_closes_with_1009,
+        a_10_mib_frame_is_answered_with_1009_that_nodes_ws_client_reads,
         a_clean_close_is_answered_with_a_close_frame,
     ]
 }
@@ -256,6 +257,32 @@ async fn a_client_frame_over_the_limit_closes_with_1009(db: TestDb) -> anyhow::R
     client.subscribe("huge", &query, json!({})).await?;
     let (code, _) = client.expect_close(Duration::from_secs(10)).await?;
     ensure!(code == 1009, "closed with {code}");
+    api.stop().await;
+    Ok(())
+}
+
+/// A frame far past what the transport reads whole is refused from its header; the
+/// server then keeps reading and discarding the rest for a bounded time, so Node's `ws`
+/// client reads the 1009 instead of seeing the connection reset (1006), as it did before.
+async fn a_10_mib_frame_is_answered_with_1009_that_nodes_ws_client_reads(db: TestDb) -> anyhow::Result<()> {
+    let dir = crate::http_contract::node_clients()?;
+    let api = Api::start(&db).await?;
+    for size in [2 * 1024 * 1024, 10 * 1024 * 1024, 40 * 1024 * 1024] {
+        let output = tokio::process::Command::new("node")
+            .arg(dir.join("node/ws-oversized-frame.mjs"))
+            .args([api.server.ws_url(), size.to_string()])
+            .kill_on_drop(true)
+            .output()
+            .await
+            .context("running node (is Node.js installed?)")?;
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        ensure!(output.status.success(), "{size}: {stdout}{}", String::from_utf8_lossy(&output.stderr));
+        let closed: Value = serde_json::from_str(stdout.trim()).with_context(|| format!("node printed {stdout}"))?;
+        ensure!(closed["code"] == 1009, "a {size}-byte frame: the client saw {closed}");
+    }
+    // The server is still there for everyone else.
+    let mut client = WsClient::connect_and_init(&api.server.ws_url(), Some(&api.token("alice"))).await?;
+    client.close().await?;
     api.stop().await;
     Ok(())
 }

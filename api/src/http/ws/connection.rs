@@ -13,16 +13,18 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use axum::extract::ws::{CloseFrame, Message, WebSocket};
 use futures_util::stream::{BoxStream, SplitSink, StreamExt};
 use futures_util::{FutureExt as _, SinkExt};
 use serde_json::{Value, json};
 use tokio_stream::StreamMap;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_util::sync::CancellationToken;
 
 use super::MAX_INBOUND_BYTES;
 use super::admission::{Admission, admit_init, admit_subscribe};
 use super::protocol::{Incoming, Outgoing, Subprotocol, close, parse};
+use super::upgrade::Socket;
 use crate::auth::{Principal, authenticate};
 use crate::error::ApiError;
 use crate::graphql::{guard, operation_span};
@@ -100,7 +102,7 @@ type CredentialEnd = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// The writing half and what every write needs.
 struct Writer {
-    sink: SplitSink<WebSocket, Message>,
+    sink: SplitSink<Socket, Message>,
     protocol: Subprotocol,
     timeout: Duration,
     max_message_bytes: usize,
@@ -139,7 +141,7 @@ impl Writer {
 
 /// Serves the connection until either side ends it.
 pub async fn serve(
-    socket: WebSocket,
+    socket: Socket,
     protocol: Subprotocol,
     endpoint: GraphqlEndpoint,
     limits: ConnectionLimits,
@@ -151,6 +153,8 @@ pub async fn serve(
     let mut writer =
         Writer { sink, protocol, timeout: limits.send_timeout, max_message_bytes: limits.max_message_bytes };
     let mut operations: StreamMap<String, BoxStream<'static, Outgoing>> = StreamMap::new();
+    // Set when a frame was refused from its header: the rest of it is still arriving.
+    let mut unread = false;
     let mut session: Option<Session> = None;
     let mut credential_end: Option<CredentialEnd> = None;
     let init_deadline = tokio::time::sleep(limits.init_timeout);
@@ -173,9 +177,12 @@ pub async fn serve(
                 let text = match frame {
                     Some(Ok(Message::Text(text))) => text,
                     Some(Ok(Message::Binary(_))) => break Ending::Close(close::INVALID_MESSAGE, "Binary frames are not supported".into()),
-                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+                    Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => continue,
                     Some(Ok(Message::Close(_))) => break Ending::Echo,
-                    Some(Err(error)) if is_too_big(&error) => break Ending::Close(close::MESSAGE_TOO_BIG, "Message too big".into()),
+                    Some(Err(tungstenite::Error::Capacity(_))) => {
+                        unread = true;
+                        break Ending::Close(close::MESSAGE_TOO_BIG, "Message too big".into());
+                    }
                     None | Some(Err(_)) => break Ending::Gone,
                 };
                 // Read whole (up to the transport's larger limit), so refusing it leaves
@@ -299,8 +306,17 @@ pub async fn serve(
         Ending::Close(code, reason) => {
             // The close frame queues behind whatever the client has not read yet; a slow
             // client that drains its backlog within the grace still learns why it was closed.
-            let frame = CloseFrame { code, reason: reason.into() };
+            let frame = CloseFrame { code: code.into(), reason: reason.into() };
             let _ = tokio::time::timeout(CLOSE_GRACE, writer.sink.send(Message::Close(Some(frame)))).await;
+            if unread {
+                // The frame the client is still sending cannot be parsed any more: read
+                // and discard the transport's bytes until it goes quiet, so the close
+                // frame is not lost to a reset.
+                if let Ok(mut socket) = stream.reunite(writer.sink) {
+                    super::upgrade::drain(&mut socket, CLOSE_LINGER).await;
+                }
+                return;
+            }
             let answered = async {
                 while let Some(Ok(message)) = stream.next().await {
                     if matches!(message, Message::Close(_)) {
@@ -412,19 +428,6 @@ fn errors_with(error: &ApiError) -> Value {
     use async_graphql::ErrorExtensions as _;
     let error = error.extend().into_server_error(async_graphql::Pos::default());
     json!([error])
-}
-
-/// Whether a read failed because the client's frame or message passed the size limit.
-fn is_too_big(error: &axum::Error) -> bool {
-    use std::error::Error as _;
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = error.source();
-    while let Some(inner) = cause {
-        if let Some(tungstenite::Error::Capacity(_)) = inner.downcast_ref::<tungstenite::Error>() {
-            return true;
-        }
-        cause = inner.source();
-    }
-    false
 }
 
 /// One operation as the stream of messages the client gets: `next` for each result, then

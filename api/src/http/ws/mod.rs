@@ -5,6 +5,7 @@
 mod admission;
 mod connection;
 mod protocol;
+mod upgrade;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,10 +13,11 @@ use std::time::Duration;
 use std::net::SocketAddr;
 
 use axum::Extension;
-use axum::extract::{ConnectInfo, State, WebSocketUpgrade};
+use axum::extract::{ConnectInfo, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use tokio::sync::Semaphore;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tracing::Instrument as _;
 
 pub use connection::ConnectionLimits;
@@ -52,7 +54,7 @@ pub async fn graphql_ws(
     State(endpoint): State<WsEndpoint>,
     peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: axum::http::HeaderMap,
-    upgrade: WebSocketUpgrade,
+    upgrade: upgrade::Upgrade,
 ) -> Response {
     // The upgrade is charged like any request before anything is read: the connection's
     // credential comes in `connection_init`, so here a header that does not authenticate
@@ -69,9 +71,10 @@ pub async fn graphql_ws(
         return (StatusCode::SERVICE_UNAVAILABLE, "too many WebSocket connections").into_response();
     };
     let upgrade_span = tracing::Span::current();
-    upgrade
-        // In order of preference: the current protocol, then the legacy one.
-        .protocols(async_graphql::http::ALL_WEBSOCKET_PROTOCOLS)
+    // In order of preference: the current protocol, then the legacy one; a client that
+    // offers neither is served the current one, as before.
+    let chosen = upgrade.choose(&async_graphql::http::ALL_WEBSOCKET_PROTOCOLS);
+    let config = WebSocketConfig::default()
         // Small buffers: an idle subscribed connection should cost kilobytes, not the
         // 128 KiB per direction tungstenite would reserve by default. Client messages are
         // a few hundred bytes; a larger frame grows the buffer to fit it.
@@ -80,18 +83,18 @@ pub async fn graphql_ws(
         // Room for the largest message the server sends (a result HTTP would return) and
         // its frame header; results past it get an `error` instead (see `connection`).
         .max_write_buffer_size(endpoint.limits.max_message_bytes.saturating_add(64 * 1024))
-        .max_message_size(MAX_FRAME_BYTES)
-        .max_frame_size(MAX_FRAME_BYTES)
-        .on_upgrade(move |socket| async move {
-            let protocol = protocol::negotiated(socket.protocol().and_then(|value| value.to_str().ok()));
-            // A child of the upgrade request's span, so a `traceparent` sent with the
-            // upgrade makes the connection's operations part of the caller's trace.
-            let span = tracing::info_span!(parent: &upgrade_span, "websocket", connection.id = %uuid::Uuid::new_v4(), protocol = ?protocol);
-            connection::serve(socket, protocol, endpoint.graphql, endpoint.limits, endpoint.shutdown, request_id)
-                .instrument(span)
-                .await;
-            drop(permit);
-        })
+        .max_message_size(Some(MAX_FRAME_BYTES))
+        .max_frame_size(Some(MAX_FRAME_BYTES));
+    upgrade.respond(chosen, config, move |socket| async move {
+        let protocol = protocol::negotiated(chosen);
+        // A child of the upgrade request's span, so a `traceparent` sent with the upgrade
+        // makes the connection's operations part of the caller's trace.
+        let span = tracing::info_span!(parent: &upgrade_span, "websocket", connection.id = %uuid::Uuid::new_v4(), protocol = ?protocol);
+        connection::serve(socket, protocol, endpoint.graphql, endpoint.limits, endpoint.shutdown, request_id)
+            .instrument(span)
+            .await;
+        drop(permit);
+    })
 }
 
 /// A 429 for an upgrade past its rate, with `Retry-After`, the rate headers and the
