@@ -281,7 +281,7 @@ async fn a_10_mib_frame_is_answered_with_1009_that_nodes_ws_client_reads(db: Tes
         ensure!(closed["code"] == 1009, "a {size}-byte frame: the client saw {closed}");
     }
     // The server is still there for everyone else.
-    let mut client = WsClient::connect_and_init(&api.server.ws_url(), Some(&api.token("alice"))).await?;
+    let client = WsClient::connect_and_init(&api.server.ws_url(), Some(&api.token("alice"))).await?;
     client.close().await?;
     api.stop().await;
     Ok(())
