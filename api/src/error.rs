@@ -130,6 +130,16 @@ impl ErrorExtensions for ApiError {
     }
 }
 
+impl From<worker::knowledge::index::SplitError> for ApiError {
+    fn from(error: worker::knowledge::index::SplitError) -> Self {
+        use worker::knowledge::index::SplitError;
+        match error {
+            SplitError::TooManyPassages(too_many) => Self::BadUserInput(too_many.to_string()),
+            SplitError::Busy { retry_after } => Self::rate_limited(retry_after),
+        }
+    }
+}
+
 impl From<DbErr> for ApiError {
     fn from(error: DbErr) -> Self {
         crate::store::constraint::classify(error)

@@ -7,6 +7,11 @@ use api::auth::{Claims, mint_token};
 use api::config::Settings;
 use clap::{Parser, Subcommand};
 
+/// mimalloc returns freed memory to the system; glibc's allocator kept most of what a
+/// burst of large documents took, spread over its per-thread arenas.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// The research-task GraphQL server.
 #[derive(Parser)]
 #[command(version, about)]

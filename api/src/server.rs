@@ -195,7 +195,8 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
         None => worker::observe::Ticks::default(),
     };
     worker::observe::spawn_gauges(db.clone(), shutdown.clone(), &tracker);
-    let state = AppState { db, notifier, settings: settings.clone(), live, rates, identity, worker_ticks };
+    let splitter = worker::knowledge::index::Splitter::new(settings.worker.chunk);
+    let state = AppState { db, notifier, settings: settings.clone(), live, rates, identity, worker_ticks, splitter };
     let app = router(state.clone(), shutdown.clone())?;
     let stop = shutdown.clone();
     tracker.spawn(async move {

@@ -24,6 +24,8 @@ pub struct AppState {
     pub identity: Arc<crate::auth::Identity>,
     /// The embedded worker's loop ticks (empty without one), for readiness.
     pub worker_ticks: worker::observe::Ticks,
+    /// Splits documents into passages, a bounded number at a time in this process.
+    pub splitter: worker::knowledge::index::Splitter,
 }
 
 impl AppState {

@@ -120,7 +120,7 @@ pub async fn add_document(
     new: api::store::documents::NewDocument,
     indexing: Indexing,
 ) -> anyhow::Result<knowledge_document::Model> {
-    let chunks = worker::knowledge::index::split(&new.content, new.media_type, indexing.chunk).await;
+    let chunks = worker::knowledge::index::Splitter::new(indexing.chunk).split(&new.content, new.media_type).await?;
     let txn = worker::db::begin_write(&db.db).await?;
     let document = api::store::documents::add(&txn, new, &chunks, indexing.embeddings_on, now_millis()).await?;
     txn.commit().await?;

@@ -11,6 +11,11 @@ use worker::WorkerSettings;
 use worker::runtime::{CancellationToken, TaskTracker};
 use worker::telemetry::LogFormat;
 
+/// mimalloc returns freed memory to the system; glibc's allocator kept most of what a
+/// burst of large documents took, spread over its per-thread arenas.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Command line of the `worker` binary. Settings come from the environment (over an
 /// optional TOML file): `DATABASE_URL` and `KFS_WORKER_<FIELD>` (e.g. `KFS_WORKER_LEASE_MS`).
 #[derive(Debug, Parser)]

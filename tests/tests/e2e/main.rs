@@ -23,6 +23,7 @@ mod grant_sql;
 mod graphiql_browser;
 mod hostile_documents;
 mod hostile_fuzz;
+mod hostile_ingestion;
 mod hostile_inputs;
 mod hostile_outage;
 mod hostile_sockets;
@@ -69,6 +70,7 @@ fn main() -> ExitCode {
         graphiql_browser::tests(),
         hostile_documents::tests(),
         hostile_fuzz::tests(),
+        hostile_ingestion::tests(),
         hostile_inputs::tests(),
         hostile_outage::tests(),
         hostile_sockets::tests(),

@@ -11,7 +11,7 @@ use sea_orm::{
 use serde_json::json;
 use uuid::Uuid;
 
-use super::chunk::{Chunk, ChunkSettings, chunk};
+use super::chunk::{Chunk, ChunkSettings, TooManyPassages, chunk};
 use crate::db::begin_write;
 
 /// Passages inserted per statement (13 values each, well under SQLite's variable limit).
@@ -49,22 +49,70 @@ fn context(title: &str, headings: &[String]) -> String {
     std::iter::once(title).chain(headings.iter().map(String::as_str)).collect::<Vec<_>>().join(" › ")
 }
 
-/// Content above this size is split on the blocking pool: a 5 MiB document takes up to a
-/// second or so, which must not stall the async threads serving everyone else.
+/// Content above this size is split on the blocking pool, and waits for its turn: a
+/// 5 MiB document takes a fraction of a second and some megabytes, which must neither
+/// stall the async threads serving everyone else nor happen for many at once.
 const SPLIT_ON_POOL_BYTES: usize = 64 * 1024;
 
-/// Splits content into passages, off the async threads when it is large. Call it before
-/// the write transaction opens, so no lock is held while splitting.
-pub async fn split(content: &str, media: MediaType, settings: ChunkSettings) -> Vec<Chunk> {
-    if content.len() < SPLIT_ON_POOL_BYTES {
-        return chunk(content, media, &settings);
+/// Why a document was not split.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SplitError {
+    /// It splits into more passages than a document may hold.
+    #[error(transparent)]
+    TooManyPassages(#[from] TooManyPassages),
+    /// Every turn was taken for as long as a caller waits: come back after this long.
+    #[error("too many documents are being split at once; try again shortly")]
+    Busy {
+        /// When to try again.
+        retry_after: std::time::Duration,
+    },
+}
+
+/// Splits documents into passages, at most `KFS_CHUNK_CONCURRENCY` large ones at a time
+/// in this process (small ones, under 64 KiB, need no turn): a caller waits up to
+/// `KFS_CHUNK_WAIT_MS` for a turn and is then told to come back, so a burst of large
+/// documents costs a bounded amount of memory and CPU. One per process, shared by every
+/// caller; clones share the turns.
+#[derive(Debug, Clone)]
+pub struct Splitter {
+    settings: ChunkSettings,
+    turns: std::sync::Arc<tokio::sync::Semaphore>,
+}
+
+impl Splitter {
+    /// A splitter with `settings`' passage sizes, limit and turns.
+    pub fn new(settings: ChunkSettings) -> Self {
+        Self { settings, turns: std::sync::Arc::new(tokio::sync::Semaphore::new(settings.concurrency.max(1))) }
     }
-    let content = content.to_owned();
-    match tokio::task::spawn_blocking(move || chunk(&content, media, &settings)).await {
-        Ok(chunks) => chunks,
-        // The closure does not panic on any input (the chunker's tests and the fuzzing of
-        // the API say so); if it ever did, the panic is the bug to see.
-        Err(error) => std::panic::resume_unwind(error.into_panic()),
+
+    /// The settings it splits with.
+    pub fn settings(&self) -> &ChunkSettings {
+        &self.settings
+    }
+
+    /// Splits content into passages, off the async threads when it is large. Call it
+    /// before the write transaction opens, so no lock is held while splitting.
+    pub async fn split(&self, content: &str, media: MediaType) -> Result<Vec<Chunk>, SplitError> {
+        let settings = self.settings;
+        if content.len() < SPLIT_ON_POOL_BYTES {
+            return Ok(chunk(content, media, &settings)?);
+        }
+        let wait = std::time::Duration::from_millis(settings.wait_ms);
+        let turn = match tokio::time::timeout(wait, self.turns.clone().acquire_owned()).await {
+            Ok(Ok(turn)) => turn,
+            _ => return Err(SplitError::Busy { retry_after: std::time::Duration::from_secs(1) }),
+        };
+        let content = content.to_owned();
+        let split = tokio::task::spawn_blocking(move || {
+            let _turn = turn;
+            chunk(&content, media, &settings)
+        });
+        match split.await {
+            Ok(chunks) => Ok(chunks?),
+            // The closure does not panic on any input (the chunker's tests and the fuzzing
+            // of the API say so); if it ever did, the panic is the bug to see.
+            Err(error) => std::panic::resume_unwind(error.into_panic()),
+        }
     }
 }
 
@@ -78,9 +126,9 @@ pub async fn write_passages<C: ConnectionTrait>(
     now: i64,
 ) -> Result<usize, DbErr> {
     passage::Entity::delete_many().filter(passage::Column::DocumentId.eq(document.id)).exec(conn).await?;
-    let rows: Vec<passage::ActiveModel> = chunks
-        .iter()
-        .map(|piece| passage::ActiveModel {
+    // Rows are built a batch at a time: a document's passages are held once, as chunks.
+    for batch in chunks.chunks(INSERT_BATCH) {
+        let rows = batch.iter().map(|piece| passage::ActiveModel {
             id: Set(Uuid::now_v7()),
             tenant_id: Set(document.tenant_id.clone()),
             knowledge_space_id: Set(document.knowledge_space_id),
@@ -94,10 +142,8 @@ pub async fn write_passages<C: ConnectionTrait>(
             text: Set(piece.text.clone()),
             token_count: Set(i32::try_from(piece.tokens).unwrap_or(i32::MAX)),
             created_at: Set(now),
-        })
-        .collect();
-    for batch in rows.chunks(INSERT_BATCH) {
-        passage::Entity::insert_many(batch.to_vec()).exec_without_returning(conn).await?;
+        });
+        passage::Entity::insert_many(rows).exec_without_returning(conn).await?;
     }
     document::Entity::update_many()
         .col_expr(document::Column::IndexedRevision, Expr::value(document.revision))
@@ -127,6 +173,7 @@ pub async fn backfill(
     now: i64,
 ) -> Result<usize, DbErr> {
     let mut split_count = 0;
+    let splitter = Splitter::new(*settings);
     loop {
         let stale = Condition::any()
             .add(document::Column::IndexedRevision.is_null())
@@ -145,7 +192,12 @@ pub async fn backfill(
         }
         for id in ids {
             let Some(found) = document::Entity::find_by_id(id).one(db).await? else { continue };
-            let chunks = split(&found.content, found.media_type, *settings).await;
+            // A document stored before the passage limit that splits past it is kept, but
+            // fails its indexing with the reason (and is not tried again for this revision).
+            let (chunks, status, error) = match splitter.split(&found.content, found.media_type).await {
+                Ok(chunks) => (chunks, initial_status(embeddings_on), None),
+                Err(error) => (Vec::new(), IndexingStatus::Failed, Some(error.to_string())),
+            };
             let txn = begin_write(db).await?;
             // Split outside the transaction, so it holds no lock meanwhile; an edit that
             // came in between has written its own passages, so this one stands aside.
@@ -153,7 +205,8 @@ pub async fn backfill(
                 Some(current) if current.revision == found.revision => {
                     write_passages(&txn, &current, &chunks, now).await?;
                     document::Entity::update_many()
-                        .col_expr(document::Column::IndexingStatus, Expr::value(initial_status(embeddings_on)))
+                        .col_expr(document::Column::IndexingStatus, Expr::value(status))
+                        .col_expr(document::Column::IndexingError, Expr::value(error))
                         .col_expr(document::Column::IndexingAvailableAt, Expr::value(now))
                         .filter(document::Column::Id.eq(id))
                         .exec(&txn)

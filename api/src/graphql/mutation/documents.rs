@@ -5,7 +5,7 @@ use async_graphql::{Context, Object};
 use entity::MemberRole;
 use uuid::Uuid;
 use worker::db::begin_write;
-use worker::knowledge::index::{self, Indexing};
+use worker::knowledge::index::Indexing;
 
 use crate::auth::Principal;
 use crate::error::{ApiError, IntoGql};
@@ -38,7 +38,7 @@ impl DocumentMutation {
             require_role(&app.db, caller, input.knowledge_space_id, MemberRole::can_write_documents).await?;
             let indexing = indexing(app);
             let media_type = input.media_type.into();
-            let chunks = index::split(&input.content, media_type, indexing.chunk).await;
+            let chunks = app.splitter.split(&input.content, media_type).await?;
             let new = NewDocument {
                 tenant_id: caller.tenant_id.clone(),
                 knowledge_space_id: input.knowledge_space_id,
@@ -78,7 +78,7 @@ impl DocumentMutation {
                 let seen = readable(&app.db, caller, id).await?;
                 check_revision(&seen, expected_revision)?;
                 let (content, media_type) = changes.apply_to(&seen);
-                let chunks = index::split(content, media_type, indexing.chunk).await;
+                let chunks = app.splitter.split(content, media_type).await?;
                 let txn = begin_write(&app.db).await?;
                 let current = writable(&txn, caller, id).await?;
                 if current.revision != seen.revision {

@@ -6,7 +6,7 @@
 //! headings set the heading path of the blocks after them.
 use html5gum::{DefaultEmitter, Token, Tokenizer};
 
-use super::Block;
+use super::{Block, Emit, heading_text};
 
 /// Elements that are blocks of their own.
 const LEAVES: &[&[u8]] = &[
@@ -70,18 +70,22 @@ struct Open {
     block: Block,
 }
 
-/// The blocks of `content`.
-pub(super) fn blocks(content: &str) -> Vec<Block> {
+/// Hands each block of `content` to `emit`, in order, until it says stop.
+pub(super) fn blocks(content: &str, emit: &mut Emit<'_>) {
     let mut emitter = DefaultEmitter::<usize>::new_with_span();
     // Script and style content is raw text to the tokenizer, as to a browser.
     emitter.naively_switch_states(true);
-    let mut blocks = Vec::new();
+    let mut out = Out { emit, stopped: false };
+    let blocks = &mut out;
     let mut headings: Vec<(usize, String)> = Vec::new();
     let mut leaf: Option<Open> = None;
     let mut loose: Option<Block> = None;
     let mut skipping = 0usize;
     let path = |headings: &[(usize, String)]| headings.iter().map(|(_, text)| text.clone()).collect::<Vec<_>>();
     for token in Tokenizer::new_with_emitter(content, emitter) {
+        if blocks.stopped {
+            return;
+        }
         let Ok(token) = token;
         match token {
             Token::StartTag(tag) => {
@@ -100,7 +104,7 @@ pub(super) fn blocks(content: &str) -> Vec<Block> {
                 }
                 let is_leaf = LEAVES.contains(&name.as_slice());
                 if is_leaf || CONTAINERS.contains(&name.as_slice()) {
-                    finish_loose(&mut loose, &mut blocks);
+                    finish_loose(&mut loose, blocks);
                 }
                 if !is_leaf {
                     continue;
@@ -112,7 +116,7 @@ pub(super) fn blocks(content: &str) -> Vec<Block> {
                         open.block.text.push(' ');
                         continue;
                     }
-                    finish_leaf(&mut leaf, tag.span.start, &mut headings, &mut blocks);
+                    finish_leaf(&mut leaf, tag.span.start, &mut headings, blocks);
                 }
                 let block = Block {
                     source: tag.span.start..tag.span.end,
@@ -134,14 +138,14 @@ pub(super) fn blocks(content: &str) -> Vec<Block> {
                             open.nested -= 1;
                             continue;
                         }
-                        finish_leaf(&mut leaf, tag.span.end, &mut headings, &mut blocks);
+                        finish_leaf(&mut leaf, tag.span.end, &mut headings, blocks);
                         continue;
                     }
                     if CONTAINERS.contains(&name.as_slice()) {
-                        finish_leaf(&mut leaf, tag.span.start, &mut headings, &mut blocks);
+                        finish_leaf(&mut leaf, tag.span.start, &mut headings, blocks);
                     }
                 } else if CONTAINERS.contains(&name.as_slice()) {
-                    finish_loose(&mut loose, &mut blocks);
+                    finish_loose(&mut loose, blocks);
                 }
             }
             Token::String(text) if skipping == 0 => {
@@ -161,9 +165,22 @@ pub(super) fn blocks(content: &str) -> Vec<Block> {
             _ => {}
         }
     }
-    finish_leaf(&mut leaf, content.len(), &mut headings, &mut blocks);
-    finish_loose(&mut loose, &mut blocks);
-    blocks
+    finish_leaf(&mut leaf, content.len(), &mut headings, blocks);
+    finish_loose(&mut loose, blocks);
+}
+
+/// Where finished blocks go, and whether the receiver said stop.
+struct Out<'a, 'b> {
+    emit: &'a mut Emit<'b>,
+    stopped: bool,
+}
+
+impl Out<'_, '_> {
+    fn push(&mut self, block: Block) {
+        if !self.stopped && !(self.emit)(block) {
+            self.stopped = true;
+        }
+    }
 }
 
 /// `h1`…`h6` as 1…6.
@@ -175,18 +192,18 @@ fn heading_level(name: &[u8]) -> Option<usize> {
 }
 
 /// Ends the open leaf at byte `end`; a heading becomes the path of what follows.
-fn finish_leaf(leaf: &mut Option<Open>, end: usize, headings: &mut Vec<(usize, String)>, blocks: &mut Vec<Block>) {
+fn finish_leaf(leaf: &mut Option<Open>, end: usize, headings: &mut Vec<(usize, String)>, blocks: &mut Out<'_, '_>) {
     let Some(Open { mut block, .. }) = leaf.take() else { return };
     block.source.end = end.max(block.source.start);
     if let Some(level) = block.heading {
         headings.retain(|(outer, _)| *outer < level);
-        headings.push((level, block.text.split_whitespace().collect::<Vec<_>>().join(" ")));
+        headings.push((level, heading_text(&block.text)));
     }
     blocks.push(block);
 }
 
 /// Ends a run of loose text where the next tag starts (its range ends at its last text).
-fn finish_loose(loose: &mut Option<Block>, blocks: &mut Vec<Block>) {
+fn finish_loose(loose: &mut Option<Block>, blocks: &mut Out<'_, '_>) {
     if let Some(mut block) = loose.take() {
         if let Some(last) = block.segments.last() {
             block.source.end = last.source.end;

@@ -4,11 +4,10 @@
 //! element's source range and each piece of text's.
 use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
 
-use super::Block;
+use super::{Block, Emit, heading_text};
 
-/// The blocks of `content`.
-pub(super) fn blocks(content: &str) -> Vec<Block> {
-    let mut blocks = Vec::new();
+/// Hands each block of `content` to `emit`, in order, until it says stop.
+pub(super) fn blocks(content: &str, emit: &mut Emit<'_>) {
     let mut headings: Vec<(usize, String)> = Vec::new();
     let mut current: Option<Block> = None;
     // How deep inside the current block's element the parser is.
@@ -49,9 +48,11 @@ pub(super) fn blocks(content: &str) -> Vec<Block> {
                 block.source.end = block.source.start + kept;
                 if let Some(level) = block.heading {
                     headings.retain(|(outer, _)| *outer < level);
-                    headings.push((level, block.text.split_whitespace().collect::<Vec<_>>().join(" ")));
+                    headings.push((level, heading_text(&block.text)));
                 }
-                blocks.push(block);
+                if !emit(block) {
+                    return;
+                }
             }
             Event::Text(text) | Event::Code(text) | Event::Html(text) | Event::InlineHtml(text) => {
                 if let Some(block) = current.as_mut() {
@@ -66,7 +67,6 @@ pub(super) fn blocks(content: &str) -> Vec<Block> {
             _ => {}
         }
     }
-    blocks
 }
 
 /// The elements that make a block of their own at the top level.

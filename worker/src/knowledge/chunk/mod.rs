@@ -18,7 +18,8 @@ use unicode_segmentation::UnicodeSegmentation as _;
 
 use crate::engine::estimate_tokens;
 
-/// How big passages are (`KFS_CHUNK_TARGET_TOKENS`, `KFS_CHUNK_OVERLAP_TOKENS`).
+/// How documents are split (`KFS_CHUNK_TARGET_TOKENS`, `KFS_CHUNK_OVERLAP_TOKENS`,
+/// `KFS_CHUNK_MAX_PASSAGES`, `KFS_CHUNK_CONCURRENCY`, `KFS_CHUNK_WAIT_MS`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(default)]
 pub struct ChunkSettings {
@@ -26,11 +27,18 @@ pub struct ChunkSettings {
     pub target_tokens: usize,
     /// How much consecutive windows of one long block share, in estimated tokens.
     pub overlap_tokens: usize,
+    /// The most passages one document may split into; more is refused.
+    pub max_passages: usize,
+    /// Documents one process splits at once.
+    pub concurrency: usize,
+    /// How long a document waits for its turn to be split before the caller is told to
+    /// come back later, in milliseconds.
+    pub wait_ms: u64,
 }
 
 impl Default for ChunkSettings {
     fn default() -> Self {
-        Self { target_tokens: 200, overlap_tokens: 40 }
+        Self { target_tokens: 200, overlap_tokens: 40, max_passages: 20_000, concurrency: 2, wait_ms: 10_000 }
     }
 }
 
@@ -39,6 +47,9 @@ impl ChunkSettings {
     pub fn validated(self) -> Result<Self, String> {
         if self.target_tokens < 16 {
             return Err(format!("chunk target_tokens must be at least 16, not {}", self.target_tokens));
+        }
+        if self.max_passages == 0 || self.concurrency == 0 {
+            return Err("chunk max_passages and concurrency must be at least 1".to_owned());
         }
         if self.overlap_tokens * 2 > self.target_tokens {
             return Err(format!(
@@ -126,65 +137,140 @@ impl Block {
     }
 }
 
-/// Splits `content` into passages.
-pub fn chunk(content: &str, media: MediaType, settings: &ChunkSettings) -> Vec<Chunk> {
-    let blocks = match media {
-        MediaType::TextPlain => plain::blocks(content),
-        MediaType::TextMarkdown => markdown::blocks(content),
-        MediaType::TextHtml => html::blocks(content),
-    };
-    let mut packed = Vec::new();
-    pack(&blocks, settings, &mut packed);
-    let mut chars = CharIndex::new(content);
-    packed
-        .into_iter()
-        .map(|(source, headings, text)| (source, headings, collapse_whitespace(&text)))
-        .filter(|(_, _, text)| !text.is_empty())
-        .enumerate()
-        .map(|(ordinal, (source, headings, text))| Chunk {
-            ordinal: i32::try_from(ordinal).unwrap_or(i32::MAX),
-            char_start: chars.of(source.start),
-            char_end: chars.of(source.end),
-            heading_path: headings,
-            tokens: usize::try_from(estimate_tokens(&text)).unwrap_or(0),
-            text,
-        })
-        .collect()
+/// A document that splits into more passages than `KFS_CHUNK_MAX_PASSAGES` allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the content splits into more than {limit} passages, the most one document may hold (KFS_CHUNK_MAX_PASSAGES)")]
+pub struct TooManyPassages {
+    /// The limit.
+    pub limit: usize,
 }
 
-/// Merges small blocks under the same headings and splits large ones, into (source byte
-/// range, headings, raw text) triples in document order.
-fn pack(blocks: &[Block], settings: &ChunkSettings, out: &mut Vec<(Range<usize>, Vec<String>, String)>) {
-    let mut current: Option<(Range<usize>, Vec<String>, String)> = None;
-    let flush = |current: &mut Option<(Range<usize>, Vec<String>, String)>, out: &mut Vec<_>| {
-        if let Some(passage) = current.take() {
-            out.push(passage);
+/// Splits `content` into passages, or refuses it past `settings.max_passages`. Memory is
+/// bounded by the passages, whatever the content's shape: the parsers hand each block to
+/// the packer as they find it, so no list of every block (a million one-letter
+/// paragraphs) is ever held, and splitting stops at the first passage over the limit.
+pub fn chunk(content: &str, media: MediaType, settings: &ChunkSettings) -> Result<Vec<Chunk>, TooManyPassages> {
+    let mut packer = Packer::new(content, settings);
+    let mut emit = |block: Block| packer.add(block);
+    match media {
+        MediaType::TextPlain => plain::blocks(content, &mut emit),
+        MediaType::TextMarkdown => markdown::blocks(content, &mut emit),
+        MediaType::TextHtml => html::blocks(content, &mut emit),
+    }
+    packer.finish()
+}
+
+/// What a parser hands each block to; `false` means stop (the document is refused).
+type Emit<'a> = dyn FnMut(Block) -> bool + 'a;
+
+/// The longest heading kept in a heading path, in characters: a heading's text is copied
+/// into every passage under it, so a megabyte "heading" must not be.
+const MAX_HEADING_CHARS: usize = 200;
+
+/// A heading's text as a heading path holds it: whitespace collapsed, at most
+/// [`MAX_HEADING_CHARS`].
+fn heading_text(text: &str) -> String {
+    let mut collapsed = String::new();
+    for word in text.split_whitespace() {
+        if !collapsed.is_empty() {
+            collapsed.push(' ');
         }
-    };
-    for block in blocks.iter().filter(|block| block.heading.is_none() && !block.text.trim().is_empty()) {
-        let tokens = token_count(&block.text);
-        if tokens > settings.target_tokens {
-            flush(&mut current, out);
-            for window in windows(&block.text, settings) {
-                out.push((block.source_of(window.clone()), block.headings.clone(), block.text[window].to_owned()));
+        collapsed.push_str(word);
+        if collapsed.len() >= MAX_HEADING_CHARS * 4 {
+            break;
+        }
+    }
+    match collapsed.char_indices().nth(MAX_HEADING_CHARS) {
+        Some((at, _)) => collapsed[..at].to_owned(),
+        None => collapsed,
+    }
+}
+
+/// Merges small consecutive blocks under the same headings up to the target size and
+/// splits large ones into windows, turning each passage into a [`Chunk`] as soon as it
+/// is complete.
+struct Packer<'a> {
+    settings: &'a ChunkSettings,
+    chars: CharIndex<'a>,
+    /// The passage being merged: its source byte range, headings, raw text and its
+    /// length in characters.
+    current: Option<(Range<usize>, Vec<String>, String, usize)>,
+    chunks: Vec<Chunk>,
+    over: bool,
+}
+
+impl<'a> Packer<'a> {
+    fn new(content: &'a str, settings: &'a ChunkSettings) -> Self {
+        Self { settings, chars: CharIndex::new(content), current: None, chunks: Vec::new(), over: false }
+    }
+
+    /// Takes one block; false once the passages passed the limit.
+    fn add(&mut self, block: Block) -> bool {
+        if block.heading.is_some() || block.text.trim().is_empty() {
+            return !self.over;
+        }
+        let block_chars = block.text.chars().count();
+        let tokens = token_count_of(block_chars);
+        if tokens > self.settings.target_tokens {
+            self.flush();
+            for window in windows(&block.text, self.settings) {
+                let text = block.text[window.clone()].to_owned();
+                self.emit(block.source_of(window), block.headings.clone(), &text);
             }
-            continue;
+            return !self.over;
         }
-        match &mut current {
-            Some((source, headings, text))
-                if *headings == block.headings && token_count(text) + tokens <= settings.target_tokens =>
+        match &mut self.current {
+            // The merged text's size is kept as a running count of characters, not
+            // counted again for every block that joins it.
+            Some((source, headings, text, chars))
+                if *headings == block.headings && token_count_of(*chars) + tokens <= self.settings.target_tokens =>
             {
                 source.end = block.source.end;
                 text.push_str("\n\n");
                 text.push_str(&block.text);
+                *chars += 2 + block_chars;
             }
             _ => {
-                flush(&mut current, out);
-                current = Some((block.source.clone(), block.headings.clone(), block.text.clone()));
+                self.flush();
+                self.current = Some((block.source, block.headings, block.text, block_chars));
             }
         }
+        !self.over
     }
-    flush(&mut current, out);
+
+    fn flush(&mut self) {
+        if let Some((source, headings, text, _)) = self.current.take() {
+            self.emit(source, headings, &text);
+        }
+    }
+
+    /// Makes the passage a chunk (whitespace collapsed; an empty one is dropped).
+    fn emit(&mut self, source: Range<usize>, heading_path: Vec<String>, raw: &str) {
+        if self.over {
+            return;
+        }
+        let text = collapse_whitespace(raw);
+        if text.is_empty() {
+            return;
+        }
+        if self.chunks.len() >= self.settings.max_passages {
+            self.over = true;
+            return;
+        }
+        self.chunks.push(Chunk {
+            ordinal: i32::try_from(self.chunks.len()).unwrap_or(i32::MAX),
+            char_start: self.chars.of(source.start),
+            char_end: self.chars.of(source.end),
+            heading_path,
+            tokens: usize::try_from(estimate_tokens(&text)).unwrap_or(0),
+            text,
+        });
+    }
+
+    fn finish(mut self) -> Result<Vec<Chunk>, TooManyPassages> {
+        self.flush();
+        if self.over { Err(TooManyPassages { limit: self.settings.max_passages }) } else { Ok(self.chunks) }
+    }
 }
 
 /// Windows of about `target_tokens` over a long text, at sentence boundaries, each
@@ -250,6 +336,11 @@ fn cut(sentence: &str, target_tokens: usize) -> Vec<Range<usize>> {
 
 fn token_count(text: &str) -> usize {
     usize::try_from(estimate_tokens(text)).unwrap_or(usize::MAX)
+}
+
+/// [`token_count`] of a text of `chars` characters.
+fn token_count_of(chars: usize) -> usize {
+    chars.saturating_add(3) / 4
 }
 
 /// Runs of whitespace as one space, trimmed.

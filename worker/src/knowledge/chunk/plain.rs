@@ -1,18 +1,19 @@
 //! Plain text: paragraphs are runs of lines between blank lines, and a paragraph's text is
 //! exactly its slice of the source.
-use super::Block;
+use super::{Block, Emit};
 
-/// The paragraphs of `content`.
-pub(super) fn blocks(content: &str) -> Vec<Block> {
-    let mut blocks = Vec::new();
+/// Hands each paragraph of `content` to `emit`, in order, until it says stop.
+pub(super) fn blocks(content: &str, emit: &mut Emit<'_>) {
     let mut start: Option<usize> = None;
     let mut end = 0;
     let mut at = 0;
     for line in content.split_inclusive('\n') {
         let trimmed = line.trim();
         if trimmed.is_empty() {
-            if let Some(from) = start.take() {
-                blocks.push(paragraph(content, from, end));
+            if let Some(from) = start.take()
+                && !emit(paragraph(content, from, end))
+            {
+                return;
             }
         } else {
             let leading = line.len() - line.trim_start().len();
@@ -22,9 +23,8 @@ pub(super) fn blocks(content: &str) -> Vec<Block> {
         at += line.len();
     }
     if let Some(from) = start {
-        blocks.push(paragraph(content, from, end));
+        emit(paragraph(content, from, end));
     }
-    blocks
 }
 
 fn paragraph(content: &str, start: usize, end: usize) -> Block {

@@ -3,7 +3,12 @@
 use super::*;
 
 fn settings(target: usize, overlap: usize) -> ChunkSettings {
-    ChunkSettings { target_tokens: target, overlap_tokens: overlap }
+    ChunkSettings { target_tokens: target, overlap_tokens: overlap, ..ChunkSettings::default() }
+}
+
+/// The passages of `content`, which must stay within the passage limit.
+fn chunk(content: &str, media: MediaType, settings: &ChunkSettings) -> Vec<Chunk> {
+    super::chunk(content, media, settings).expect("within the passage limit")
 }
 
 /// The content a chunk's range selects.
@@ -238,5 +243,39 @@ fn any_input_in_any_format_gives_ordered_ranges_within_the_content() {
                 previous_start = piece.char_start;
             }
         }
+    }
+}
+
+#[test]
+fn a_document_past_the_passage_limit_is_refused_naming_it() {
+    // Paragraphs of about 150 tokens: two would pass the 200-token target, so one each.
+    let limited = ChunkSettings { max_passages: 10, ..settings(200, 0) };
+    let content = (0..11).map(|n| paragraph(&format!("Topic{n}"), 150)).collect::<Vec<_>>().join("\n\n");
+    let refused = super::chunk(&content, MediaType::TextPlain, &limited).expect_err("over the limit");
+    assert_eq!(refused.limit, 10);
+    assert!(refused.to_string().contains("KFS_CHUNK_MAX_PASSAGES"), "{refused}");
+    let ten = (0..10).map(|n| paragraph(&format!("Topic{n}"), 150)).collect::<Vec<_>>().join("\n\n");
+    assert_eq!(super::chunk(&ten, MediaType::TextPlain, &limited).expect("at the limit").len(), 10);
+}
+
+#[test]
+fn one_letter_paragraphs_pack_into_full_passages() {
+    // The shape that cost 60 times its size when every block was held at once.
+    let content = "a\n\n".repeat(100_000);
+    let chunks = chunk(&content, MediaType::TextPlain, &ChunkSettings::default());
+    assert!(chunks.len() < 2_000, "{} passages", chunks.len());
+    assert!(chunks.iter().all(|chunk| chunk.tokens <= 200));
+    assert_eq!(chunks.last().map(|chunk| chunk.char_end), Some(content.chars().count() - 2));
+}
+
+#[test]
+fn a_huge_heading_is_cut_before_it_is_copied_into_every_passage() {
+    for (content, media) in [
+        (format!("# {}\n\nbody one\n\nbody two\n", "word ".repeat(100_000)), MediaType::TextMarkdown),
+        (format!("<h1>{}</h1><p>body one</p><p>body two</p>", "word ".repeat(100_000)), MediaType::TextHtml),
+    ] {
+        let chunks = chunk(&content, media, &ChunkSettings::default());
+        let path = &chunks.last().expect("a passage").heading_path;
+        assert!(path[0].chars().count() <= 200, "{media:?}: a heading of {} chars", path[0].chars().count());
     }
 }
