@@ -19,6 +19,7 @@ mod m0019_fair_claims;
 mod m0020_webhooks;
 mod m0021_trace_contexts;
 mod m0022_audit_and_deletions;
+mod m0023_tenant_erasures;
 mod raw;
 
 pub use m0019_fair_claims::UNFINISHED;
@@ -42,6 +43,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0020_webhooks::Migration),
             Box::new(m0021_trace_contexts::Migration),
             Box::new(m0022_audit_and_deletions::Migration),
+            Box::new(m0023_tenant_erasures::Migration),
         ]
     }
 }

@@ -154,12 +154,18 @@ pub fn is_unavailable(error: &DbErr) -> bool {
     match sqlx.as_ref() {
         Sqlx::Io(_) | Sqlx::Tls(_) | Sqlx::PoolTimedOut | Sqlx::PoolClosed | Sqlx::WorkerCrashed => true,
         // SQLSTATE class 08 (connection exception) and 57P01–57P03 (the server is shutting
-        // down, crashed, or not accepting connections yet).
-        Sqlx::Database(database) => database
-            .code()
-            .is_some_and(|code| code.starts_with("08") || matches!(code.as_ref(), "57P01" | "57P02" | "57P03")),
+        // down, crashed, or not accepting connections yet); SQLite's busy and locked (5, 6
+        // and their extended codes: a writer held the lock past the busy timeout).
+        Sqlx::Database(database) => database.code().is_some_and(|code| {
+            code.starts_with("08") || matches!(code.as_ref(), "57P01" | "57P02" | "57P03") || sqlite_busy(&code)
+        }),
         _ => false,
     }
+}
+
+/// Whether a SQLite result code (primary or extended) is SQLITE_BUSY or SQLITE_LOCKED.
+fn sqlite_busy(code: &str) -> bool {
+    code.parse::<u32>().is_ok_and(|code| matches!(code & 0xff, 5 | 6))
 }
 
 /// Whether the connection is PostgreSQL (row locks, NOTIFY) rather than SQLite.

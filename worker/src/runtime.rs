@@ -360,7 +360,8 @@ async fn deletion_loop(
     let step = || {
         let (db, notifier) = (db.clone(), notifier.clone());
         async move {
-            let finished = lifecycle::finish_pending_deletions(&db, &notifier).await?;
+            let finished = lifecycle::finish_pending_deletions(&db, &notifier).await?
+                + lifecycle::finish_pending_erasures(&db, &notifier).await?;
             Ok(if finished > 0 { Step::Deleted(finished) } else { Step::Idle })
         }
     };

@@ -117,24 +117,16 @@ pub async fn page<C: ConnectionTrait>(
     if let Some(key) = after {
         query = query.filter(before(event::Column::CreatedAt, event::Column::Id, key));
     }
+    // A tenant being erased has nothing readable, its log included, from the moment it
+    // was sealed (its rows go in batches after).
+    let sealed = sea_orm::sea_query::Query::select()
+        .expr(sea_orm::sea_query::Expr::val(1))
+        .from(entity::tenant_erasure::Entity)
+        .and_where(sea_orm::sea_query::ExprTrait::equals(
+            sea_orm::sea_query::Expr::col((entity::tenant_erasure::Entity, entity::tenant_erasure::Column::TenantId)),
+            (event::Entity, event::Column::TenantId),
+        ))
+        .to_owned();
+    query = query.filter(sea_orm::sea_query::ExprTrait::not(sea_orm::sea_query::Expr::exists(sealed)));
     query.order_by_desc(event::Column::CreatedAt).order_by_desc(event::Column::Id).limit(limit).all(conn).await
-}
-
-/// Deletes every event of `tenant_id` (erasing the tenant); returns how many.
-pub async fn erase_tenant<C: ConnectionTrait>(conn: &C, tenant_id: &str) -> Result<u64, DbErr> {
-    let mut erased = 0;
-    loop {
-        let ids: Vec<Uuid> = event::Entity::find()
-            .select_only()
-            .column(event::Column::Id)
-            .filter(event::Column::TenantId.eq(tenant_id))
-            .limit(500)
-            .into_tuple()
-            .all(conn)
-            .await?;
-        if ids.is_empty() {
-            return Ok(erased);
-        }
-        erased += event::Entity::delete_many().filter(event::Column::Id.is_in(ids)).exec(conn).await?.rows_affected;
-    }
 }

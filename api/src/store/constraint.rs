@@ -47,6 +47,12 @@ pub fn classify(error: DbErr) -> ApiError {
     let Some((constraint, message)) = violation(&error) else {
         return ApiError::internal(error);
     };
+    // A row that names something gone: the space (or key, or task) was deleted, or its
+    // tenant erased, between the request's access check and its write. SQLite names no
+    // constraint for these, so every foreign key counts: to the client it is not found.
+    if is_foreign_key(&error) {
+        return ApiError::NotFound;
+    }
     let found = KNOWN.iter().find(|known| {
         constraint.as_deref() == Some(known.name)
             || message.contains(known.name)
@@ -56,6 +62,18 @@ pub fn classify(error: DbErr) -> ApiError {
         Some(known) => (known.answer)(),
         None => ApiError::internal(error),
     }
+}
+
+/// Whether the database refused a row for a foreign key (PostgreSQL's SQLSTATE 23503,
+/// SQLite's extended code 787).
+fn is_foreign_key(error: &DbErr) -> bool {
+    let (DbErr::Exec(RuntimeErr::SqlxError(inner)) | DbErr::Query(RuntimeErr::SqlxError(inner))) = error else {
+        return false;
+    };
+    let sea_orm::sqlx::Error::Database(database) = inner.as_ref() else {
+        return false;
+    };
+    database.code().is_some_and(|code| code == "23503" || code == "787")
 }
 
 /// The violated constraint's name (when the database reports one) and the message.

@@ -17,6 +17,7 @@ pub mod research_task_outbox;
 pub mod research_task_partial_result;
 pub mod research_task_progress_event;
 pub mod research_task_trace_context;
+pub mod tenant_erasure;
 pub mod webhook_delivery;
 pub mod webhook_delivery_attempt;
 pub mod webhook_endpoint;

@@ -27,6 +27,9 @@ pub fn tests() -> Vec<DbTest> {
         deleting_a_space_removes_everything_in_it_and_ends_access_at_once,
         an_interrupted_space_deletion_is_finished_by_the_worker_loop,
         erasing_a_tenant_removes_its_rows_and_nothing_of_another_tenant,
+        erasing_a_tenant_while_its_members_create_leaves_nothing_behind,
+        an_interrupted_tenant_erasure_is_sealed_and_finished_by_the_worker_loop,
+        a_write_racing_a_long_transaction_waits_for_the_lock,
     ]
 }
 
@@ -403,6 +406,297 @@ async fn erasing_a_tenant_removes_its_rows_and_nothing_of_another_tenant(db: Tes
     ensure_eq!(record.action, "tenant.erased");
     ensure_eq!(record.actor_subject_id, "ops-admin");
     other.stop().await;
+    api.stop().await;
+    Ok(())
+}
+
+/// What one creator's request came to.
+#[derive(Debug, Clone)]
+struct Outcome {
+    /// `ok`, or the error's code.
+    code: String,
+    /// The error's message, if any.
+    message: String,
+    /// The id of what it created, if it did.
+    id: Option<String>,
+    /// Whether its answer arrived after `eraseTenant` answered.
+    after_erasure: bool,
+}
+
+/// One creator: the operation, its variables for attempt `n`, and where the id is.
+struct Creator {
+    what: &'static str,
+    query: &'static str,
+    variables: Box<dyn Fn(usize) -> Value + Send + Sync>,
+    id_at: &'static str,
+}
+
+/// Runs `creator` as `bearer`, one request after another, until an error, `erased` is set,
+/// or 200 tries; every outcome recorded.
+async fn create_until_refused(
+    api: &Api,
+    bearer: &str,
+    creator: &Creator,
+    erased: &std::sync::atomic::AtomicBool,
+    started: &tokio::sync::Semaphore,
+) -> anyhow::Result<Vec<Outcome>> {
+    use std::sync::atomic::Ordering;
+    let mut outcomes = Vec::new();
+    for n in 0..200 {
+        if erased.load(Ordering::SeqCst) {
+            break;
+        }
+        let (status, body) = api.server.post(Some(bearer), creator.query, (creator.variables)(n)).await?;
+        ensure!(status < 500, "{}: status {status}: {body}", creator.what);
+        let code = kfs_tests::server::first_error_code(&body).unwrap_or_else(|| "ok".to_owned());
+        let message = body.pointer("/errors/0/message").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let id = body.pointer(creator.id_at).and_then(Value::as_str).map(str::to_owned);
+        outcomes.push(Outcome { code: code.clone(), message, id, after_erasure: erased.load(Ordering::SeqCst) });
+        if n == 2 {
+            started.add_permits(1);
+        }
+        if code != "ok" {
+            break;
+        }
+    }
+    if outcomes.len() < 3 {
+        started.add_permits(1);
+    }
+    Ok(outcomes)
+}
+
+/// Erasing a tenant while its members keep creating spaces, members, keys, documents,
+/// tasks and webhook endpoints: the erasure seals the tenant first, so every creation is
+/// either erased with the rest or refused with CONFLICT saying the tenant is being erased,
+/// no request answers a server error ("database is locked" on SQLite, before), and once
+/// `eraseTenant` answers nothing is left but what requests answered after it created.
+/// Before, the erasure listed the spaces once and those created meanwhile survived.
+async fn erasing_a_tenant_while_its_members_create_leaves_nothing_behind(db: TestDb) -> anyhow::Result<()> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let api = api(&db).await?;
+    let operator = kfs_tests::server::TestServer::token("ops-admin", "operators");
+    let alice = api.token("alice");
+    let home = space_with_documents(&api, "alice").await?;
+    // Enough to erase that the erasure takes a while.
+    for _ in 0..15 {
+        space_with_documents(&api, "alice").await?;
+    }
+    completed_task(&api, &alice, &home).await?;
+    let home_for = {
+        let home = home.clone();
+        move |extra: Value| {
+            let mut input = json!({ "knowledgeSpaceId": home });
+            if let (Some(input), Some(extra)) = (input.as_object_mut(), extra.as_object()) {
+                input.extend(extra.clone());
+            }
+            json!({ "input": input })
+        }
+    };
+    let creators = [
+        Creator {
+            what: "space",
+            query: "mutation($input: CreateKnowledgeSpaceInput!) { createKnowledgeSpace(input: $input) { id } }",
+            variables: Box::new(|n| json!({ "input": { "name": format!("race {n}") } })),
+            id_at: "/data/createKnowledgeSpace/id",
+        },
+        Creator {
+            what: "member",
+            query: "mutation($input: AddKnowledgeSpaceMemberInput!) { addKnowledgeSpaceMember(input: $input) { subjectId } }",
+            variables: Box::new({
+                let home_for = home_for.clone();
+                move |n| home_for(json!({ "subjectId": format!("member-{n}"), "role": "VIEWER" }))
+            }),
+            id_at: "/data/addKnowledgeSpaceMember/subjectId",
+        },
+        Creator {
+            what: "key",
+            query: "mutation($input: CreateApiKeyInput!) { createApiKey(input: $input) { apiKey { id } } }",
+            variables: Box::new({
+                let home_for = home_for.clone();
+                move |n| home_for(json!({ "name": format!("key {n}") }))
+            }),
+            id_at: "/data/createApiKey/apiKey/id",
+        },
+        Creator {
+            what: "document",
+            query: ADD_DOCUMENT,
+            variables: Box::new({
+                let home_for = home_for.clone();
+                move |n| home_for(json!({ "title": format!("doc {n}"), "content": format!("Race document {n}.") }))
+            }),
+            id_at: "/data/addKnowledgeDocument/id",
+        },
+        Creator {
+            what: "task",
+            query: "mutation($input: CreateResearchTaskInput!) { createResearchTask(input: $input) { id } }",
+            variables: Box::new({
+                let home_for = home_for.clone();
+                move |n| home_for(json!({ "query": format!("What is race document {n}?") }))
+            }),
+            id_at: "/data/createResearchTask/id",
+        },
+        Creator {
+            what: "webhook endpoint",
+            query: CREATE_ENDPOINT,
+            variables: Box::new({
+                let home_for = home_for.clone();
+                move |n| home_for(json!({ "url": format!("http://127.0.0.1:9/hook/{n}"), "events": ["STARTED"] }))
+            }),
+            id_at: "/data/createWebhookEndpoint/endpoint/id",
+        },
+    ];
+    let erased = AtomicBool::new(false);
+    let started = tokio::sync::Semaphore::new(0);
+    let erase = async {
+        // Every creator is under way before the erasure begins.
+        let _all = started.acquire_many(creators.len() as u32).await?;
+        let (status, body) = api.server.post(Some(&operator), ERASE, json!({ "tenant": api.tenant })).await?;
+        erased.store(true, Ordering::SeqCst);
+        // Read at once: nothing of the tenant may be readable now but what was created after.
+        let spaces =
+            api.data(Some(&alice), "{ knowledgeSpaces(first: 100) { edges { node { id } } } }", json!({})).await?;
+        anyhow::Ok((status, body, spaces))
+    };
+    let runs = futures_util::future::join_all(
+        creators.iter().map(|creator| create_until_refused(&api, &alice, creator, &erased, &started)),
+    );
+    let (erasure, outcomes) = tokio::join!(erase, runs);
+    let (status, counts, readable) = erasure?;
+    ensure!(status == 200 && counts.get("errors").is_none(), "eraseTenant answered {status}: {counts}");
+    let mut late: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+    let mut tally: BTreeMap<String, usize> = BTreeMap::new();
+    for (creator, outcomes) in creators.iter().zip(outcomes) {
+        for outcome in outcomes? {
+            ensure!(
+                ["ok", "CONFLICT", "NOT_FOUND", "FORBIDDEN"].contains(&outcome.code.as_str()),
+                "{}: {outcome:?}",
+                creator.what
+            );
+            if outcome.code == "CONFLICT" {
+                ensure!(outcome.message.contains("being erased"), "{}: {outcome:?}", creator.what);
+            }
+            *tally.entry(format!("{} {}", creator.what, outcome.code)).or_default() += 1;
+            if let (Some(id), true) = (outcome.id, outcome.after_erasure) {
+                late.insert(id);
+            }
+        }
+    }
+    eprintln!(
+        "deleting ({}): creators' outcomes {tally:?}; created after the erasure answered: {late:?}",
+        db.backend.name()
+    );
+    ensure!(tally.keys().any(|key| key.ends_with("CONFLICT")), "no creator met the seal: {tally:?}");
+    // Readable right after the answer: only spaces created after it.
+    for edge in readable["knowledgeSpaces"]["edges"].as_array().into_iter().flatten() {
+        let id = edge["node"]["id"].as_str().unwrap_or_default();
+        ensure!(late.contains(id), "space {id} is readable after the erasure answered");
+    }
+    // Left in the database: nothing but what was created after, in spaces created after.
+    let spaces: Vec<Uuid> = knowledge_space::Entity::find()
+        .filter(knowledge_space::Column::TenantId.eq(&api.tenant))
+        .all(&db.db)
+        .await?
+        .into_iter()
+        .map(|space| space.id)
+        .collect();
+    for space in &spaces {
+        ensure!(late.contains(&space.to_string()), "space {space} survived the erasure");
+    }
+    macro_rules! outside_late_spaces {
+        ($entity:ident) => {
+            $entity::Entity::find()
+                .filter($entity::Column::TenantId.eq(&api.tenant))
+                .filter($entity::Column::KnowledgeSpaceId.is_not_in(spaces.clone()))
+                .count(&db.db)
+                .await?
+        };
+    }
+    let left = BTreeMap::from([
+        ("members", outside_late_spaces!(member)),
+        ("api_keys", outside_late_spaces!(api_key)),
+        ("documents", outside_late_spaces!(knowledge_document)),
+        ("research_task_jobs", outside_late_spaces!(job)),
+        ("permission_snapshots", outside_late_spaces!(permission_snapshot)),
+        ("answer_traces", outside_late_spaces!(answer_trace)),
+        ("webhook_endpoints", outside_late_spaces!(webhook_endpoint)),
+        ("passages", outside_late_spaces!(knowledge_passage)),
+    ]);
+    ensure!(only_zeros(&left), "rows of the erased tenant survived: {left:?}");
+    let audit_left = audit_event::Entity::find()
+        .filter(audit_event::Column::TenantId.eq(&api.tenant))
+        .all(&db.db)
+        .await?
+        .into_iter()
+        .filter(|event| event.knowledge_space_id.is_none_or(|space| !spaces.contains(&space)))
+        .count();
+    ensure_eq!(audit_left, 0, "audit events of the erased tenant survived");
+    ensure_eq!(
+        entity::tenant_erasure::Entity::find_by_id(api.tenant.clone()).count(&db.db).await?,
+        0,
+        "the seal ends when the erasure is complete"
+    );
+    // The seal is gone: the tenant can start again.
+    let again =
+        api.data(Some(&alice), "mutation { createKnowledgeSpace(input: {name: \"after\"}) { id } }", json!({})).await?;
+    ensure!(again["createKnowledgeSpace"]["id"].is_string(), "{again}");
+    api.stop().await;
+    Ok(())
+}
+
+/// An erasure whose request died after the seal is finished by the worker's
+/// pending-deletions loop; meanwhile nothing of the tenant is readable and nothing new is
+/// accepted for it.
+async fn an_interrupted_tenant_erasure_is_sealed_and_finished_by_the_worker_loop(db: TestDb) -> anyhow::Result<()> {
+    let api = Api::start(&db).await?;
+    let alice = api.token("alice");
+    let space = space_with_documents(&api, "alice").await?;
+    let task = string_at(&api.task(&alice, &space).await?, "/id")?;
+    let state = &api.server.server.state;
+    worker::lifecycle::seal_tenant(&state.db, &api.tenant, "ops-admin", entity::now_millis()).await?;
+    ensure_eq!(api.data(Some(&alice), READ_TASK, json!({ "id": task })).await?["researchTask"], Value::Null);
+    let refused = api
+        .call(Some(&alice), "mutation { createKnowledgeSpace(input: {name: \"sealed\"}) { id } }", json!({}))
+        .await?;
+    ensure_eq!(kfs_tests::server::first_error_code(&refused).as_deref(), Some("CONFLICT"), "{refused}");
+    ensure!(refused["errors"][0]["message"].as_str().is_some_and(|m| m.contains("being erased")), "{refused}");
+    ensure!(!only_zeros(&rows_of(&db.db, &api.tenant, &[]).await?), "nothing was deleted yet");
+    let finished = worker::lifecycle::finish_pending_erasures(&state.db, &state.notifier).await?;
+    ensure_eq!(finished, 1);
+    let left = rows_of(&db.db, &api.tenant, &[task.parse()?]).await?;
+    ensure!(only_zeros(&left), "rows left behind: {left:?}");
+    ensure_eq!(worker::lifecycle::finish_pending_erasures(&state.db, &state.notifier).await?, 0, "nothing pending");
+    let again =
+        api.data(Some(&alice), "mutation { createKnowledgeSpace(input: {name: \"after\"}) { id } }", json!({})).await?;
+    ensure!(again["createKnowledgeSpace"]["id"].is_string(), "the seal ended: {again}");
+    api.stop().await;
+    Ok(())
+}
+
+/// A write that races a long write transaction waits for the lock and then succeeds: on
+/// SQLite every write takes the one write lock up front and waits (the busy timeout); a
+/// wait that ran out would be SERVICE_UNAVAILABLE with `Retry-After`, never an internal
+/// error. PostgreSQL locks rows, so there the write simply goes through.
+async fn a_write_racing_a_long_transaction_waits_for_the_lock(db: TestDb) -> anyhow::Result<()> {
+    let api = Api::start(&db).await?;
+    let alice = api.token("alice");
+    let state = &api.server.server.state;
+    let txn = worker::db::begin_write(&state.db).await?;
+    worker::lifecycle::guard_tenant(&txn, "someone-else").await?;
+    let create = "mutation { createKnowledgeSpace(input: {name: \"waits\"}) { id } }";
+    let holder = async {
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        txn.commit().await
+    };
+    let write = async {
+        let started = std::time::Instant::now();
+        let answer = api.call(Some(&alice), create, json!({})).await;
+        (answer, started.elapsed())
+    };
+    let ((created, took), committed) = tokio::join!(write, holder);
+    committed?;
+    let created = created?;
+    ensure!(created["data"]["createKnowledgeSpace"]["id"].is_string(), "{created}");
+    eprintln!("deleting ({}): the racing write answered after {took:?}", db.backend.name());
     api.stop().await;
     Ok(())
 }

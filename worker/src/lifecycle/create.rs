@@ -120,6 +120,7 @@ async fn insert(
     now: i64,
 ) -> Result<job::Model, LifecycleError> {
     let txn = begin_write(db).await?;
+    super::seal::guard(&txn, &input.grant.tenant_id).await?;
     super::quota::check(&txn, input.quotas, &input.grant.tenant_id, now).await?;
     let snapshot = grant::issue(&txn, &input.grant, now).await?;
     let row = job::ActiveModel {

@@ -28,6 +28,8 @@ use crate::notify::{Notifier, TaskSignal};
 
 /// Rows deleted per transaction when a space goes: short transactions, short locks.
 const BATCH: u64 = 200;
+/// Documents deleted per transaction (each takes its passages with it).
+const DOCUMENT_BATCH: u64 = 5;
 
 /// What a deletion removed, by kind.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -180,20 +182,28 @@ pub async fn finish_space_deletion(
         if ids.is_empty() {
             break;
         }
+        // Every write in a transaction of its own that takes the write lock first: on
+        // SQLite a statement that reads before it writes can lose its snapshot to a
+        // concurrent writer and fail instead of waiting.
+        let txn = begin_write(db).await?;
         erased.answer_traces += answer_trace::Entity::delete_many()
             .filter(answer_trace::Column::Id.is_in(ids))
-            .exec(db)
+            .exec(&txn)
             .await?
             .rows_affected;
+        txn.commit().await?;
     }
-    // Documents a few at a time: each takes its passages and embeddings with it.
+    // Documents a few at a time: each takes its passages (up to 20,000) and embeddings
+    // with it, and a short transaction keeps other writers' waits short.
     loop {
-        let ids = in_space(BATCH / 4).documents().await?;
+        let ids = in_space(DOCUMENT_BATCH).documents().await?;
         if ids.is_empty() {
             break;
         }
+        let txn = begin_write(db).await?;
         erased.documents +=
-            document::Entity::delete_many().filter(document::Column::Id.is_in(ids)).exec(db).await?.rows_affected;
+            document::Entity::delete_many().filter(document::Column::Id.is_in(ids)).exec(&txn).await?.rows_affected;
+        txn.commit().await?;
     }
     // What is left is small and has no dependants but each other: one transaction. A task
     // created by a request that passed its access check just before the seal may have

@@ -42,6 +42,9 @@ pub enum LifecycleError {
     /// task should fail with the denial's message.
     #[error("{}", .0.message())]
     GrantDenied(crate::grant::GrantDenial),
+    /// The tenant is being erased: nothing new is accepted for it until the erasure ends.
+    #[error("the tenant is being erased; nothing new is accepted for it")]
+    TenantBeingErased,
     /// The database failed.
     #[error(transparent)]
     Database(#[from] DbErr),

@@ -26,6 +26,7 @@ mod lease;
 mod quota;
 mod retention;
 mod row;
+mod seal;
 
 pub use claim::{Caps, Claim, Fairness, Pair, claim_due, claim_fairly};
 pub use commands::{TaskRef, cancel, pause, resume};
@@ -44,6 +45,7 @@ pub use lease::{
 };
 pub use quota::{QuotaRefusal, Quotas};
 pub use retention::{Pruned, prune};
+pub use seal::{finish_pending_erasures, finish_tenant_erasure, guard as guard_tenant, is_sealed, seal_tenant};
 
 /// Makes a dead outbox row pending again (an operator's redelivery), appending `audit`
 /// in the same transaction when it did; false when the row is not dead or does not exist.

@@ -7,7 +7,7 @@ use entity::MemberRole;
 use serde_json::json;
 use uuid::Uuid;
 use worker::db::begin_write;
-use worker::lifecycle::{self, Erased};
+use worker::lifecycle;
 
 use crate::error::{ApiError, IntoGql};
 use crate::graphql::access::{require_role, visible_task, visible_trace};
@@ -103,9 +103,13 @@ impl DeleteMutation {
         run.await.gql()
     }
 
-    /// Operators only (`KFS_OPERATOR_SUBJECTS`): removes every row of a tenant, space by
-    /// space, its audit events included, for a data-protection request; answers the
-    /// counts. The erasure itself is recorded in the operator's own tenant's log.
+    /// Operators only (`KFS_OPERATOR_SUBJECTS`): removes every row of a tenant, its audit
+    /// events included, for a data-protection request; answers the counts. The tenant is
+    /// sealed first, in one transaction: from then on nothing of it is readable, and
+    /// every request that would create something for it (a space, member, key, document,
+    /// task or webhook endpoint) answers CONFLICT until the erasure completes. A worker
+    /// finishes an erasure this request could not. The erasure itself is recorded in the
+    /// operator's own tenant's log.
     async fn erase_tenant(&self, ctx: &Context<'_>, tenant_id: String) -> async_graphql::Result<ErasedCounts> {
         let run = async {
             let (caller, app) = (principal(ctx)?, state(ctx)?);
@@ -113,16 +117,11 @@ impl DeleteMutation {
                 return Err(ApiError::Forbidden);
             }
             limits::text("tenantId", &tenant_id, MAX_NAME_CHARS)?;
-            let mut erased = Erased::default();
-            for space in lifecycle::tenant_spaces(&app.db, &tenant_id).await? {
-                let txn = begin_write(&app.db).await?;
-                lifecycle::begin_space_deletion(&txn, &tenant_id, space, &caller.subject_id, entity::now_millis())
-                    .await?;
-                txn.commit().await?;
-                app.live.recheck_grants();
-                erased += lifecycle::finish_space_deletion(&app.db, &app.notifier, &tenant_id, space).await?;
-            }
-            let audit_events = audit::erase_tenant(&app.db, &tenant_id).await?;
+            lifecycle::seal_tenant(&app.db, &tenant_id, &caller.subject_id, entity::now_millis()).await?;
+            // Every grant of the tenant just died: its followed tasks end now, here, and at
+            // their next poll elsewhere.
+            app.live.recheck_grants();
+            let (erased, audit_events) = lifecycle::finish_tenant_erasure(&app.db, &app.notifier, &tenant_id).await?;
             let counts = ErasedCounts::new(erased, audit_events);
             let entry = audit::Entry {
                 tenant_id: &caller.tenant_id,

@@ -14,6 +14,7 @@ use crate::graphql::context::{principal, state};
 use crate::graphql::limits::{self, MAX_TITLE_CHARS};
 use crate::graphql::types::{AddKnowledgeDocumentInput, KnowledgeDocument, UpdateKnowledgeDocumentInput};
 use crate::state::AppState;
+use crate::store::begin_creating;
 use crate::store::documents::{self, DocumentChanges, NewDocument};
 
 /// Document mutations. Editors and owners write; viewers and API keys are `FORBIDDEN`;
@@ -49,7 +50,7 @@ impl DocumentMutation {
                 metadata,
                 created_by: caller.subject_id.clone(),
             };
-            let txn = begin_write(&app.db).await?;
+            let txn = begin_creating(&app.db, &caller.tenant_id).await?;
             let document = documents::add(&txn, new, &chunks, indexing.embeddings_on, entity::now_millis()).await?;
             txn.commit().await?;
             app.notifier.embeddings_due();
@@ -79,7 +80,7 @@ impl DocumentMutation {
                 check_revision(&seen, expected_revision)?;
                 let (content, media_type) = changes.apply_to(&seen);
                 let chunks = app.splitter.split(content, media_type).await?;
-                let txn = begin_write(&app.db).await?;
+                let txn = begin_creating(&app.db, &caller.tenant_id).await?;
                 let current = writable(&txn, caller, id).await?;
                 if current.revision != seen.revision {
                     txn.rollback().await?;

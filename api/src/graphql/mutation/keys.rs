@@ -10,8 +10,8 @@ use crate::graphql::access::require_role;
 use crate::graphql::context::{actor, principal, state};
 use crate::graphql::limits::{self, MAX_NAME_CHARS};
 use crate::graphql::types::{ApiKey, CreateApiKeyInput, CreatedApiKey};
-use crate::store::api_keys;
 use crate::store::audit::{self, action};
+use crate::store::{api_keys, begin_creating};
 
 /// API key mutations.
 #[derive(Default)]
@@ -37,7 +37,7 @@ impl KeyMutation {
                 expires_at,
                 created_by: caller.subject_id.clone(),
             };
-            let txn = begin_write(db).await?;
+            let txn = begin_creating(db, &caller.tenant_id).await?;
             let (key, secret) = api_keys::create(&txn, new).await?;
             audit::record(&txn, actor(ctx)?, key_entry(&key, action::API_KEY_CREATED), entity::now_millis()).await?;
             txn.commit().await?;
@@ -51,7 +51,7 @@ impl KeyMutation {
     async fn rotate_api_key(&self, ctx: &Context<'_>, id: Uuid) -> async_graphql::Result<CreatedApiKey> {
         let run = async {
             let (caller, db) = (principal(ctx)?, &state(ctx)?.db);
-            let txn = begin_write(db).await?;
+            let txn = begin_creating(db, &caller.tenant_id).await?;
             let key = managed_key(&txn, caller, id).await?;
             if key.revoked_at.is_some() {
                 return Err(ApiError::conflict("a revoked API key cannot be rotated"));

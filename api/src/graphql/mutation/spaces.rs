@@ -13,7 +13,7 @@ use crate::graphql::types::{
     AddKnowledgeSpaceMemberInput, CreateKnowledgeSpaceInput, KnowledgeSpace, KnowledgeSpaceMember,
 };
 use crate::store::audit::{self, action};
-use crate::store::{members, spaces};
+use crate::store::{begin_creating, members, spaces};
 
 /// Space and member mutations.
 #[derive(Default)]
@@ -33,7 +33,7 @@ impl SpaceMutation {
                 return Err(ApiError::Forbidden);
             }
             limits::text("name", &input.name, MAX_NAME_CHARS)?;
-            let txn = begin_write(db).await?;
+            let txn = begin_creating(db, &caller.tenant_id).await?;
             let (space, _) = spaces::create(&txn, &caller.tenant_id, &input.name, &caller.subject_id).await?;
             let entry = audit::Entry {
                 tenant_id: &space.tenant_id,
@@ -62,7 +62,7 @@ impl SpaceMutation {
             let space_id = input.knowledge_space_id;
             require_role(db, caller, space_id, MemberRole::can_manage).await?;
             let role = MemberRole::from(input.role);
-            let txn = begin_write(db).await?;
+            let txn = begin_creating(db, &caller.tenant_id).await?;
             let current = members::find_active(&txn, &caller.tenant_id, space_id, &input.subject_id).await?;
             if current.as_ref().is_some_and(|member| member.role == MemberRole::Owner) && role != MemberRole::Owner {
                 keep_an_owner(&txn, &caller.tenant_id, space_id).await?;

@@ -12,6 +12,7 @@ use crate::graphql::context::{actor, principal, state};
 use crate::graphql::limits;
 use crate::graphql::types::{CreateWebhookEndpointInput, CreatedWebhookEndpoint, WebhookDelivery, WebhookEndpoint};
 use crate::store::audit::{self, action};
+use crate::store::begin_creating;
 use crate::store::webhooks::{self, NewEndpoint};
 
 /// The longest endpoint URL accepted.
@@ -55,7 +56,7 @@ impl WebhookMutation {
                 secret: secret.clone(),
             };
             let now = now_millis();
-            let txn = begin_write(&app.db).await?;
+            let txn = begin_creating(&app.db, &caller.tenant_id).await?;
             let endpoint = webhooks::create(&txn, new, now).await?;
             audit::record(&txn, actor(ctx)?, endpoint_entry(&endpoint, action::WEBHOOK_CREATED), now).await?;
             txn.commit().await?;
@@ -76,7 +77,7 @@ impl WebhookMutation {
             let current = owned_endpoint(&app.db, caller, id).await?;
             let secret = worker::webhooks::new_secret();
             let now = now_millis();
-            let txn = begin_write(&app.db).await?;
+            let txn = begin_creating(&app.db, &caller.tenant_id).await?;
             let endpoint = webhooks::update(&txn, current, Some(secret.clone()), false, now).await?;
             audit::record(&txn, actor(ctx)?, endpoint_entry(&endpoint, action::WEBHOOK_SECRET_ROTATED), now).await?;
             txn.commit().await?;
