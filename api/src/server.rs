@@ -165,7 +165,7 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
     // The process's one LISTEN: it feeds the notifier that subscriptions and the embedded
     // worker both follow; after a gap every topic re-reads.
     let topics = live.clone();
-    worker::listener::spawn_postgres_listener(
+    worker::store::signals::spawn_listener(
         &db,
         notifier.clone(),
         move || topics.wake(None),

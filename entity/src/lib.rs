@@ -4,7 +4,7 @@ pub mod domain;
 pub mod tables;
 
 pub use domain::{
-    AccessChannel, Clock, IndexingStatus, LifecycleCommand, LimitsError, MediaType, MemberRole, OutboxStatus,
-    ProgressEventType, ResearchMode, Stage, TaskLimits, TransitionError, now_millis,
+    AccessChannel, Clock, GrantDenial, IndexingStatus, LifecycleCommand, LimitsError, MediaType, MemberRole,
+    OutboxStatus, ProgressEventType, ResearchMode, Stage, TaskLimits, TransitionError, now_millis,
 };
 pub use tables::*;

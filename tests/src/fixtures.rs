@@ -121,7 +121,7 @@ pub async fn add_document(
     indexing: Indexing,
 ) -> anyhow::Result<knowledge_document::Model> {
     let chunks = worker::knowledge::index::Splitter::new(indexing.chunk).split(&new.content, new.media_type).await?;
-    let txn = worker::db::begin_write(&db.db).await?;
+    let txn = worker::store::begin_write(&db.db).await?;
     let document = api::store::documents::add(&txn, new, &chunks, indexing.embeddings_on, now_millis()).await?;
     txn.commit().await?;
     Ok(document)
@@ -138,13 +138,14 @@ pub fn member_grant(member: &member::Model, channel: AccessChannel) -> GrantRequ
     }
 }
 
-/// Issues a permission snapshot for a member, through `worker::grant::issue`.
+/// Issues a permission snapshot for a member, as a task's creation does.
 pub async fn snapshot(
     db: &TestDb,
     member: &member::Model,
     channel: AccessChannel,
 ) -> anyhow::Result<permission_snapshot::Model> {
-    Ok(worker::grant::issue(&db.db, &member_grant(member, channel), entity::now_millis()).await?)
+    let row = worker::grant::snapshot_of(uuid::Uuid::now_v7(), &member_grant(member, channel), entity::now_millis());
+    Ok(worker::store::grants::insert_snapshot(&db.db, row).await?)
 }
 
 /// A valid request for a task asking `query` under `grant`: default mode, top 5, a
@@ -280,4 +281,57 @@ pub fn answer_trace_row(snapshot: &permission_snapshot::Model) -> answer_trace::
         permission_snapshot_revision: Set(Some(snapshot.revision)),
         access_channel: Set(Some(snapshot.access_channel)),
     }
+}
+
+/// Appends a partial result to the task's journal under its row lock, as a stage boundary
+/// would (a key written before is kept); returns its sequence.
+pub async fn append_partial(
+    db: &TestDb,
+    task: &entity::research_task_job::Model,
+    key: &str,
+    bundle: serde_json::Value,
+) -> anyhow::Result<i32> {
+    let txn = worker::store::begin_write(&db.db).await?;
+    worker::store::tasks::lock(&txn, task.id).await?;
+    let row = entity::research_task_partial_result::Model {
+        id: uuid::Uuid::now_v7(),
+        tenant_id: task.tenant_id.clone(),
+        knowledge_space_id: task.knowledge_space_id,
+        research_task_job_id: task.id,
+        sequence: 0,
+        idempotency_key: key.to_owned(),
+        evidence_bundle: bundle,
+        created_at: entity::now_millis(),
+    };
+    let appended = worker::store::journal::append_partial(&txn, &row).await?;
+    txn.commit().await?;
+    Ok(appended.sequence)
+}
+
+/// Appends a progress event (payload `{}`) to the task's journal under its row lock (a key
+/// written before is kept); returns its sequence.
+pub async fn append_event(
+    db: &TestDb,
+    task: &entity::research_task_job::Model,
+    event_type: entity::ProgressEventType,
+    stage: entity::Stage,
+    key: &str,
+) -> anyhow::Result<i32> {
+    let txn = worker::store::begin_write(&db.db).await?;
+    worker::store::tasks::lock(&txn, task.id).await?;
+    let row = entity::research_task_progress_event::Model {
+        id: uuid::Uuid::now_v7(),
+        tenant_id: task.tenant_id.clone(),
+        knowledge_space_id: task.knowledge_space_id,
+        research_task_job_id: task.id,
+        sequence: 0,
+        idempotency_key: key.to_owned(),
+        event_type,
+        stage,
+        payload: serde_json::json!({}),
+        created_at: entity::now_millis(),
+    };
+    let appended = worker::store::journal::append_event(&txn, &row).await?;
+    txn.commit().await?;
+    Ok(appended.sequence)
 }

@@ -29,11 +29,20 @@ impl CostReport {
     }
 
     /// The shape accumulated into the job's `cost`: the totals, plus this stage's share.
-    pub fn to_delta(self, stage: &str) -> Value {
+    pub fn to_delta(self, stage: &str) -> CostDelta {
+        self.to_delta_with_calls(stage, None)
+    }
+
+    /// [`Self::to_delta`] with the stage's per-call records (`calls`, when the engine
+    /// reported them) kept under the stage.
+    pub fn to_delta_with_calls(self, stage: &str, calls: Option<Value>) -> CostDelta {
         let part = self.to_json();
         let mut delta = part.clone();
         delta["stages"] = json!({ stage: part });
-        delta
+        if let Some(calls) = calls {
+            delta["stages"][stage]["calls"] = calls;
+        }
+        CostDelta(delta)
     }
 
     fn to_json(self) -> Value {
@@ -43,6 +52,46 @@ impl CostReport {
             "usd_nanos": self.usd_nanos,
             "usd": nanos_to_usd(self.usd_nanos),
         })
+    }
+}
+
+/// What a stage, an attempt or a call spent, in the shape accumulated into a task's `cost`
+/// (numbers add, objects merge, per-call lists append; see [`merge`]). Only ever added to
+/// a task's cost, never stored alone.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(transparent)]
+pub struct CostDelta(Value);
+
+impl Default for CostDelta {
+    fn default() -> Self {
+        Self::none()
+    }
+}
+
+impl CostDelta {
+    /// Nothing spent.
+    pub fn none() -> Self {
+        Self(Value::Object(Map::new()))
+    }
+
+    /// What an engine reported, in whatever shape it reports (an object of numbers).
+    pub fn reported(value: Value) -> Self {
+        if value.is_null() { Self::none() } else { Self(value) }
+    }
+
+    /// This delta and `other` together.
+    pub fn and(&self, other: &CostDelta) -> CostDelta {
+        CostDelta(merge(&self.0, &other.0))
+    }
+
+    /// `total` (a task's `cost`) with this delta added.
+    pub fn added_to(&self, total: &Value) -> Value {
+        merge(total, &self.0)
+    }
+
+    /// The delta as JSON (for an event's payload).
+    pub fn as_json(&self) -> &Value {
+        &self.0
     }
 }
 
@@ -185,7 +234,7 @@ mod tests {
         let stage = CostReport { input_tokens: 10, output_tokens: 2, usd_nanos: 34_000 };
         let mut total = json!({});
         for _ in 0..3 {
-            total = merge(&total, &stage.to_delta("planning"));
+            total = stage.to_delta("planning").added_to(&total);
         }
         assert_eq!(total["usd_nanos"], json!(102_000));
         assert_eq!(total["usd"], json!(0.000102));

@@ -2,10 +2,9 @@
 use std::time::Duration;
 
 use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
-use sea_orm::{
-    ConnectOptions, Database, DatabaseBackend, DatabaseConnection, DatabaseTransaction, DbErr, SqliteTransactionMode,
-    TransactionOptions, TransactionTrait,
-};
+use sea_orm::{ConnectOptions, Database, DatabaseBackend, DatabaseConnection, DbErr};
+
+use crate::store::is_unavailable;
 
 /// Opens a pool. SQLite gets WAL, a busy timeout and enforced foreign keys, because the
 /// API and the worker loops write to it from one process at the same time.
@@ -121,51 +120,6 @@ pub async fn migrate(db: &DatabaseConnection) -> Result<(), DbErr> {
     migrated?;
     unlocked.map_err(sqlx_error)?;
     Ok(())
-}
-
-/// Begins a transaction that will write. On SQLite it takes the write lock up front
-/// (`BEGIN IMMEDIATE`): a deferred transaction that reads and then writes fails with
-/// "database is locked" under contention whatever the busy timeout.
-pub async fn begin_write<C>(db: &C) -> Result<DatabaseTransaction, DbErr>
-where
-    C: TransactionTrait<Transaction = DatabaseTransaction>,
-{
-    db.begin_with_options(TransactionOptions {
-        sqlite_transaction_mode: Some(SqliteTransactionMode::Immediate),
-        ..Default::default()
-    })
-    .await
-}
-
-/// Whether `error` means the database could not be reached (down, restarting, failing
-/// over, or the pool out of connections) rather than that it refused the statement. Such
-/// errors are worth retrying once it is back; callers answer "unavailable", not "internal".
-pub fn is_unavailable(error: &DbErr) -> bool {
-    use sea_orm::sqlx::Error as Sqlx;
-    use sea_orm::{ConnAcquireErr, RuntimeErr};
-    let sqlx = match error {
-        DbErr::ConnectionAcquire(ConnAcquireErr::Timeout | ConnAcquireErr::ConnectionClosed) => return true,
-        DbErr::Conn(RuntimeErr::SqlxError(inner))
-        | DbErr::Exec(RuntimeErr::SqlxError(inner))
-        | DbErr::Query(RuntimeErr::SqlxError(inner)) => inner,
-        DbErr::Conn(_) => return true,
-        _ => return false,
-    };
-    match sqlx.as_ref() {
-        Sqlx::Io(_) | Sqlx::Tls(_) | Sqlx::PoolTimedOut | Sqlx::PoolClosed | Sqlx::WorkerCrashed => true,
-        // SQLSTATE class 08 (connection exception) and 57P01–57P03 (the server is shutting
-        // down, crashed, or not accepting connections yet); SQLite's busy and locked (5, 6
-        // and their extended codes: a writer held the lock past the busy timeout).
-        Sqlx::Database(database) => database.code().is_some_and(|code| {
-            code.starts_with("08") || matches!(code.as_ref(), "57P01" | "57P02" | "57P03") || sqlite_busy(&code)
-        }),
-        _ => false,
-    }
-}
-
-/// Whether a SQLite result code (primary or extended) is SQLITE_BUSY or SQLITE_LOCKED.
-fn sqlite_busy(code: &str) -> bool {
-    code.parse::<u32>().is_ok_and(|code| matches!(code & 0xff, 5 | 6))
 }
 
 /// Whether the connection is PostgreSQL (row locks, NOTIFY) rather than SQLite.

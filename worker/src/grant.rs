@@ -1,11 +1,11 @@
 //! Permission snapshots: issuing the durable grant a task runs under, and the one place
 //! that decides whether grants are still valid (`check_many`; `check` asks it about one).
 //! The worker asks at every stage boundary, the API on every read.
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
-use entity::{AccessChannel, MemberRole, api_key, member, permission_snapshot};
-use sea_orm::{ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QuerySelect};
+use entity::{AccessChannel, MemberRole, permission_snapshot};
+use sea_orm::{ConnectionTrait, DbErr};
 use uuid::Uuid;
 
 /// Where a grant comes from.
@@ -44,56 +44,10 @@ pub struct GrantRequest {
     pub source: GrantSource,
 }
 
-/// Why a grant no longer holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GrantDenial {
-    /// The snapshot is gone.
-    Missing,
-    /// The member was removed, or the membership changed since the grant.
-    MembershipChanged,
-    /// The API key was rotated since the grant.
-    KeyRotated,
-    /// The API key was revoked.
-    KeyRevoked,
-    /// The API key expired.
-    KeyExpired,
-}
+pub use entity::GrantDenial;
 
-impl GrantDenial {
-    /// Every denial's metrics label, in declaration order.
-    pub const LABELS: &[&str] = &["missing", "membershipchanged", "keyrotated", "keyrevoked", "keyexpired"];
-
-    /// Its `research_grant_denials_total{reason}` label.
-    pub fn label(self) -> &'static str {
-        match self {
-            Self::Missing => Self::LABELS[0],
-            Self::MembershipChanged => Self::LABELS[1],
-            Self::KeyRotated => Self::LABELS[2],
-            Self::KeyRevoked => Self::LABELS[3],
-            Self::KeyExpired => Self::LABELS[4],
-        }
-    }
-
-    /// A sentence for task errors and logs.
-    pub fn message(self) -> &'static str {
-        match self {
-            Self::Missing => "permission denied: the task's grant no longer exists",
-            Self::MembershipChanged => {
-                "permission denied: the membership behind the task's grant changed or was removed"
-            }
-            Self::KeyRotated => "permission denied: the API key behind the task's grant was rotated",
-            Self::KeyRevoked => "permission denied: the API key behind the task's grant was revoked",
-            Self::KeyExpired => "permission denied: the API key behind the task's grant expired",
-        }
-    }
-}
-
-/// Writes a permission snapshot for the request and returns it.
-pub async fn issue<C: ConnectionTrait>(
-    conn: &C,
-    request: &GrantRequest,
-    now: i64,
-) -> Result<permission_snapshot::Model, DbErr> {
+/// The permission snapshot that grants `request` now (`id` decided by the caller).
+pub fn snapshot_of(id: Uuid, request: &GrantRequest, now: i64) -> permission_snapshot::Model {
     let (revision, permissions, api_key_id, api_key_revision, api_key_expires_at) = match &request.source {
         GrantSource::Member { revision, role } => (*revision, role.permissions(), None, None, None),
         GrantSource::ApiKey { key_id, revision, expires_at } => (
@@ -104,20 +58,19 @@ pub async fn issue<C: ConnectionTrait>(
             expires_at.and_then(DateTime::<Utc>::from_timestamp_millis).map(|at| at.fixed_offset()),
         ),
     };
-    let snapshot = permission_snapshot::ActiveModel {
-        id: Set(Uuid::now_v7()),
-        tenant_id: Set(request.tenant_id.clone()),
-        knowledge_space_id: Set(request.knowledge_space_id),
-        subject_id: Set(request.subject_id.clone()),
-        access_channel: Set(request.access_channel),
-        revision: Set(revision),
-        permissions: Set(serde_json::json!(permissions)),
-        issued_at: Set(now),
-        api_key_id: Set(api_key_id),
-        api_key_revision: Set(api_key_revision),
-        api_key_expires_at: Set(api_key_expires_at),
-    };
-    permission_snapshot::Entity::insert(snapshot).exec_with_returning(conn).await
+    permission_snapshot::Model {
+        id,
+        tenant_id: request.tenant_id.clone(),
+        knowledge_space_id: request.knowledge_space_id,
+        subject_id: request.subject_id.clone(),
+        access_channel: request.access_channel,
+        revision,
+        permissions: serde_json::json!(permissions),
+        issued_at: now,
+        api_key_id,
+        api_key_revision,
+        api_key_expires_at,
+    }
 }
 
 /// Whether a grant holds.
@@ -186,110 +139,18 @@ fn holds_condition(
     )
 }
 
-/// Whether the grant holds at `now`. One statement when it does (the rule as SQL,
-/// [`holds_sql`]); only a grant that died costs the lookups that name why.
+/// Whether the grant holds at `now` (the grant rule, in the store).
 pub async fn check<C: ConnectionTrait>(conn: &C, snapshot_id: Uuid, now: i64) -> Result<Verdict, DbErr> {
-    let column = "\"knowledge_space_permission_snapshots\".\"id\"";
-    let holds = permission_snapshot::Entity::find_by_id(snapshot_id)
-        .select_only()
-        .column(permission_snapshot::Column::Id)
-        .filter(holds_sql(conn.get_database_backend(), column, now))
-        .into_tuple::<Uuid>()
-        .one(conn)
-        .await?
-        .is_some();
-    if holds {
-        return Ok(Verdict::Holds);
-    }
-    explain(conn, snapshot_id, now).await
+    Ok(crate::store::grants::verdict(conn, snapshot_id, now).await?.map_or(Verdict::Holds, Verdict::Denied))
 }
 
-/// The verdict of [`check_many`] for one snapshot, with its reason when denied.
-async fn explain<C: ConnectionTrait>(conn: &C, snapshot_id: Uuid, now: i64) -> Result<Verdict, DbErr> {
-    let mut verdicts = check_many(conn, &[snapshot_id], now).await?;
-    Ok(verdicts.remove(&snapshot_id).unwrap_or(Verdict::Denied(GrantDenial::Missing)))
-}
-
-/// Whether each grant holds at `now`, in at most three queries however many there are
-/// (a page of tasks must not cost a query per row). Unknown ids answer `Missing`.
+/// Whether each grant holds at `now`, in one statement however many there are (a page of
+/// tasks must not cost a query per row). Unknown ids answer `Missing`.
 pub async fn check_many<C: ConnectionTrait>(
     conn: &C,
     snapshot_ids: &[Uuid],
     now: i64,
 ) -> Result<HashMap<Uuid, Verdict>, DbErr> {
-    if snapshot_ids.is_empty() {
-        return Ok(HashMap::new());
-    }
-    let snapshots = permission_snapshot::Entity::find()
-        .filter(permission_snapshot::Column::Id.is_in(snapshot_ids.iter().copied()))
-        .all(conn)
-        .await?;
-    let key_ids: HashSet<Uuid> = snapshots.iter().filter_map(|snapshot| snapshot.api_key_id).collect();
-    let keys: HashMap<Uuid, api_key::Model> = if key_ids.is_empty() {
-        HashMap::new()
-    } else {
-        let rows = api_key::Entity::find().filter(api_key::Column::Id.is_in(key_ids)).all(conn).await?;
-        rows.into_iter().map(|key| (key.id, key)).collect()
-    };
-    let members = memberships(conn, snapshots.iter().filter(|snapshot| snapshot.api_key_id.is_none())).await?;
-    let mut verdicts: HashMap<Uuid, Verdict> =
-        snapshot_ids.iter().map(|id| (*id, Verdict::Denied(GrantDenial::Missing))).collect();
-    for snapshot in &snapshots {
-        let verdict = match snapshot.api_key_id {
-            Some(key_id) => match keys.get(&key_id) {
-                Some(key) => key_denial(snapshot, key, now).map_or(Verdict::Holds, Verdict::Denied),
-                None => Verdict::Denied(GrantDenial::KeyRevoked),
-            },
-            None => match members.get(&(
-                snapshot.tenant_id.clone(),
-                snapshot.knowledge_space_id,
-                snapshot.subject_id.clone(),
-            )) {
-                Some(member) if member.removed_at.is_none() && member.revision == snapshot.revision => Verdict::Holds,
-                _ => Verdict::Denied(GrantDenial::MembershipChanged),
-            },
-        };
-        verdicts.insert(snapshot.id, verdict);
-    }
-    Ok(verdicts)
-}
-
-/// The membership rows behind member grants, by (tenant, space, subject).
-async fn memberships<'s, C: ConnectionTrait>(
-    conn: &C,
-    snapshots: impl Iterator<Item = &'s permission_snapshot::Model>,
-) -> Result<HashMap<(String, Uuid, String), member::Model>, DbErr> {
-    let wanted: HashSet<(String, Uuid, String)> = snapshots
-        .map(|snapshot| (snapshot.tenant_id.clone(), snapshot.knowledge_space_id, snapshot.subject_id.clone()))
-        .collect();
-    if wanted.is_empty() {
-        return Ok(HashMap::new());
-    }
-    // Filter on each column's set and keep only the wanted triples: a page is one
-    // tenant, one space and one subject, so this reads exactly the rows needed.
-    let rows = member::Entity::find()
-        .filter(member::Column::TenantId.is_in(wanted.iter().map(|(tenant, _, _)| tenant.clone())))
-        .filter(member::Column::KnowledgeSpaceId.is_in(wanted.iter().map(|(_, space, _)| *space)))
-        .filter(member::Column::SubjectId.is_in(wanted.iter().map(|(_, _, subject)| subject.clone())))
-        .all(conn)
-        .await?;
-    Ok(rows
-        .into_iter()
-        .map(|member| ((member.tenant_id.clone(), member.knowledge_space_id, member.subject_id.clone()), member))
-        .filter(|(triple, _)| wanted.contains(triple))
-        .collect())
-}
-
-/// Why a key-bound grant fails at `now`, if it does.
-fn key_denial(snapshot: &permission_snapshot::Model, key: &api_key::Model, now: i64) -> Option<GrantDenial> {
-    let snapshot_expired = snapshot.api_key_expires_at.is_some_and(|at| at.timestamp_millis() <= now);
-    if key.revoked_at.is_some() {
-        Some(GrantDenial::KeyRevoked)
-    } else if Some(key.revision) != snapshot.api_key_revision {
-        Some(GrantDenial::KeyRotated)
-    } else if snapshot_expired || key.expires_at.is_some_and(|at| at <= now) {
-        Some(GrantDenial::KeyExpired)
-    } else {
-        None
-    }
+    let verdicts = crate::store::grants::verdicts(conn, snapshot_ids, now).await?;
+    Ok(verdicts.into_iter().map(|(id, denial)| (id, denial.map_or(Verdict::Holds, Verdict::Denied))).collect())
 }

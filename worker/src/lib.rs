@@ -6,10 +6,8 @@ pub mod cost;
 pub mod db;
 pub mod engine;
 pub mod grant;
-pub mod journal;
 pub mod knowledge;
 pub mod lifecycle;
-pub mod listener;
 pub mod notify;
 pub mod observe;
 pub mod openai;
@@ -17,6 +15,7 @@ pub mod outbox;
 pub mod pipeline;
 pub mod remote;
 pub mod runtime;
+pub mod store;
 pub mod telemetry;
 pub mod webhooks;
 

@@ -1,39 +1,52 @@
 //! Wake-ups for everything that follows a task: subscribers and worker loops in this
 //! process hear them at once; other processes hear the PostgreSQL NOTIFY that the same
 //! commit sends.
-use sea_orm::{ConnectionTrait, DbErr, Statement};
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 use uuid::Uuid;
 
-/// The PostgreSQL channel every process listens on.
-pub const CHANNEL: &str = "kfs_research_task";
-
-/// What changed for one task. Carries ids and sequences only, never content, so a NOTIFY
-/// payload stays far under PostgreSQL's 8000-byte limit.
+/// What changed for one task: its id and what kind of reader should look. Carries no
+/// content (readers re-read what they follow from the database), so a NOTIFY payload
+/// stays far under PostgreSQL's 8000-byte limit and a lost signal costs a poll, never
+/// data.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskSignal {
     /// The task.
     pub task_id: Uuid,
-    /// The newest progress sequence this commit wrote, if any.
-    pub progress_sequence: Option<i32>,
-    /// The newest partial-result sequence this commit wrote, if any.
-    pub partial_sequence: Option<i32>,
-    /// Whether a worker may now have work (a new delivery or a freed lease).
-    pub work_available: bool,
-    /// Whether the commit wrote the task's answer draft, and nothing else: answer
-    /// subscribers read it (it is also `by_lease_holder`: lease keepers need not look).
+    /// Whether a worker may now have work (a new outbox entry or a freed lease).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub answer_draft: bool,
+    pub work_available: bool,
     /// Whether the commit queued webhook deliveries: only then need a webhook loop look
     /// before its next poll.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub webhooks: bool,
     /// Whether the commit was the lease holder's own write under its lease (a checkpoint,
-    /// a completion, a failed attempt, a release): no other party took the lease, so lease
-    /// keepers need not look. Absent means they should.
+    /// a completion, a failed attempt, a release, an answer draft): no other party took
+    /// the lease, so lease keepers need not look. Absent means they should.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub by_lease_holder: bool,
+}
+
+impl TaskSignal {
+    /// The task changed (subscribers re-read; lease keepers look).
+    pub fn changed(task_id: Uuid) -> Self {
+        Self { task_id, work_available: false, webhooks: false, by_lease_holder: false }
+    }
+
+    /// The task changed and a worker may now claim it.
+    pub fn work(task_id: Uuid) -> Self {
+        Self { work_available: true, ..Self::changed(task_id) }
+    }
+
+    /// The task changed under its lease holder's own write.
+    pub fn by_lease_holder(task_id: Uuid) -> Self {
+        Self { by_lease_holder: true, ..Self::changed(task_id) }
+    }
+
+    /// The same signal, saying whether webhook deliveries were queued.
+    pub fn with_webhooks(self, webhooks: bool) -> Self {
+        Self { webhooks: self.webhooks || webhooks, ..self }
+    }
 }
 
 /// What this process's listeners hear.
@@ -102,42 +115,6 @@ impl Notifier {
     }
 }
 
-/// Queues a PostgreSQL NOTIFY inside the transaction, delivered at commit (never before,
-/// never when it rolls back). One per commit: callers send one signal per transaction.
-pub async fn notify_in_transaction<C: ConnectionTrait>(txn: &C, signal: &TaskSignal) -> Result<(), DbErr> {
-    if txn.get_database_backend() != sea_orm::DatabaseBackend::Postgres {
-        return Ok(());
-    }
-    let payload = serde_json::to_string(signal).map_err(|error| DbErr::Custom(error.to_string()))?;
-    queue_notify(txn, payload).await
-}
-
-/// The most task signals one NOTIFY carries (a list of them stays far under
-/// PostgreSQL's 8000-byte payload limit).
+/// The most task signals one cross-process announcement carries (a list of them stays far
+/// under PostgreSQL's 8000-byte NOTIFY payload limit).
 pub const SIGNALS_PER_NOTIFY: usize = 32;
-
-/// [`notify_in_transaction`] for a commit that changed several tasks: one NOTIFY whose
-/// payload lists their signals, one per [`SIGNALS_PER_NOTIFY`] of them.
-pub async fn notify_many_in_transaction<C: ConnectionTrait>(txn: &C, signals: &[TaskSignal]) -> Result<(), DbErr> {
-    match signals {
-        [] => Ok(()),
-        [one] => notify_in_transaction(txn, one).await,
-        _ if txn.get_database_backend() != sea_orm::DatabaseBackend::Postgres => Ok(()),
-        _ => {
-            for chunk in signals.chunks(SIGNALS_PER_NOTIFY) {
-                let payload = serde_json::to_string(chunk).map_err(|error| DbErr::Custom(error.to_string()))?;
-                queue_notify(txn, payload).await?;
-            }
-            Ok(())
-        }
-    }
-}
-
-async fn queue_notify<C: ConnectionTrait>(txn: &C, payload: String) -> Result<(), DbErr> {
-    let statement = Statement::from_sql_and_values(
-        sea_orm::DatabaseBackend::Postgres,
-        "SELECT pg_notify($1, $2)",
-        [CHANNEL.into(), payload.into()],
-    );
-    txn.execute_raw(statement).await.map(|_| ())
-}

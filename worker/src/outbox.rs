@@ -1,24 +1,26 @@
-//! The outbox loop's step: publish due deliveries to the queue. The queue only wakes
-//! workers up (the lease loop also finds due jobs by polling), so a lost message delays a
-//! task but never loses it. The rows themselves are written by `lifecycle::delivery`.
+//! Publishing outbox entries to an external queue, when there is one.
+//!
+//! By default the database is the queue: a task's outbox entry stays `pending` until a
+//! worker's claim marks it `leased` (`store::claims`), then `completed` or `canceled`
+//! with the task; workers find due tasks by polling and by the signals commits send, and
+//! no outbox loop runs. An external queue plugs in as a [`Publisher`]: the outbox loop
+//! then publishes due entries (`pending → dispatching → dispatched`, `dead` after its
+//! attempts), and a claim still marks the entry `leased`, fencing out a publish under way.
+//! Publishing never writes the task row.
 use async_trait::async_trait;
 use entity::{OutboxStatus, research_task_outbox as outbox};
-use sea_orm::{ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbErr, Statement};
+use sea_orm::DatabaseConnection;
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use uuid::Uuid;
 
-use crate::db::begin_write;
-use crate::lifecycle::{LifecycleError, RetryPolicy, delivery};
-use crate::notify::{Notifier, TaskSignal};
-
-/// The PostgreSQL channel the `research.task` queue publishes on.
-pub const QUEUE_CHANNEL: &str = "kfs_research_task_queue";
+use crate::lifecycle::{LifecycleError, RetryPolicy};
+use crate::store::{self, begin_write};
 
 /// One `research.task` message (schema version 1).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct QueueMessage {
-    /// The delivery's idempotency key: the queue drops a second message with the same id.
+    /// The entry's idempotency key: the queue drops a second message with the same id.
     pub id: String,
     /// Always `research.task`.
     pub event_type: String,
@@ -26,7 +28,7 @@ pub struct QueueMessage {
     pub schema_version: i32,
     /// The task to run.
     pub task_id: Uuid,
-    /// The delivery's payload.
+    /// The entry's payload.
     pub payload: Value,
 }
 
@@ -42,94 +44,16 @@ impl QueueMessage {
     }
 }
 
-/// Why a publish failed; the delivery backs off and is tried again.
+/// Why a publish failed; the entry backs off and is tried again.
 #[derive(Debug, thiserror::Error)]
 #[error("publishing failed")]
 pub struct PublishError(#[source] pub crate::engine::BoxError);
 
-/// A queue the outbox publishes to.
+/// An external queue the outbox publishes to.
 #[async_trait]
 pub trait Publisher: Send + Sync {
     /// Publishes one message and returns the queue's id for it.
     async fn publish(&self, message: &QueueMessage) -> Result<String, PublishError>;
-
-    /// Runs once inside the transaction that records a batch as dispatched, before its
-    /// commit (a transactional queue, such as PostgreSQL NOTIFY, publishes here).
-    async fn before_commit(&self, _txn: &DatabaseTransaction, _published: &[QueueMessage]) -> Result<(), DbErr> {
-        Ok(())
-    }
-
-    /// Runs once after that commit.
-    fn after_commit(&self, _published: &[QueueMessage]) {}
-}
-
-/// The embedded queue: a message is a wake-up on the process's notifier.
-pub struct InProcessPublisher {
-    notifier: Notifier,
-}
-
-impl InProcessPublisher {
-    /// Publishes on this notifier.
-    pub fn new(notifier: Notifier) -> Self {
-        Self { notifier }
-    }
-}
-
-#[async_trait]
-impl Publisher for InProcessPublisher {
-    async fn publish(&self, message: &QueueMessage) -> Result<String, PublishError> {
-        Ok(format!("inproc:{}", message.id))
-    }
-
-    fn after_commit(&self, published: &[QueueMessage]) {
-        for message in published {
-            self.notifier.publish(TaskSignal {
-                task_id: message.task_id,
-                progress_sequence: None,
-                partial_sequence: None,
-                work_available: true,
-                answer_draft: false,
-                webhooks: false,
-                by_lease_holder: false,
-            });
-        }
-    }
-}
-
-/// The PostgreSQL queue: one NOTIFY on [`QUEUE_CHANNEL`] per commit, naming the batch's
-/// message ids, delivered when the dispatch is recorded and never if it rolls back.
-pub struct PostgresPublisher;
-
-/// NOTIFY payloads must stay under 8000 bytes; the ids are a courtesy, the wake-up is what counts.
-const NOTIFY_BUDGET: usize = 7000;
-
-#[async_trait]
-impl Publisher for PostgresPublisher {
-    async fn publish(&self, message: &QueueMessage) -> Result<String, PublishError> {
-        Ok(format!("pg:{}", message.id))
-    }
-
-    async fn before_commit(&self, txn: &DatabaseTransaction, published: &[QueueMessage]) -> Result<(), DbErr> {
-        if published.is_empty() || !crate::db::is_postgres(txn.get_database_backend()) {
-            return Ok(());
-        }
-        let mut ids = Vec::new();
-        let mut size = 0;
-        for message in published {
-            size += message.id.len() + 3;
-            if size > NOTIFY_BUDGET {
-                break;
-            }
-            ids.push(message.id.as_str());
-        }
-        let payload = json!({ "schema_version": 1, "messages": ids, "count": published.len() }).to_string();
-        let statement = Statement::from_sql_and_values(
-            txn.get_database_backend(),
-            "SELECT pg_notify($1, $2)",
-            [QUEUE_CHANNEL.into(), payload.into()],
-        );
-        txn.execute_raw(statement).await.map(|_| ())
-    }
 }
 
 /// How the outbox retries and gives up.
@@ -146,7 +70,7 @@ pub struct OutboxPolicy {
 /// What one dispatch step did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DispatchOutcome {
-    /// Rows published and recorded `dispatched`.
+    /// Entries published and recorded `dispatched`.
     pub dispatched: usize,
     /// Rows whose publish failed and that will be retried.
     pub retrying: usize,
@@ -161,8 +85,7 @@ impl DispatchOutcome {
     }
 }
 
-/// Claims due deliveries, publishes them, and records the outcome of the batch in one
-/// transaction (with one NOTIFY for the PostgreSQL queue).
+/// Locks due entries, publishes them, and records the outcome in one transaction.
 pub async fn dispatch_due(
     db: &DatabaseConnection,
     publisher: &dyn Publisher,
@@ -171,7 +94,7 @@ pub async fn dispatch_due(
     now: i64,
     policy: OutboxPolicy,
 ) -> Result<DispatchOutcome, LifecycleError> {
-    let locked = delivery::lock_due(db, worker_id, policy.lock_ms, batch, now).await?;
+    let locked = store::outbox::lock_due(db, worker_id, policy.lock_ms, batch, now).await?;
     if locked.is_empty() {
         return Ok(DispatchOutcome::default());
     }
@@ -180,25 +103,24 @@ pub async fn dispatch_due(
         results.push(publisher.publish(&QueueMessage::of(row)).await);
     }
     let mut outcome = DispatchOutcome::default();
-    let mut published = Vec::new();
     let txn = begin_write(db).await?;
     for (row, result) in locked.iter().zip(results) {
         match result {
             Ok(queue_job_id) => {
-                if delivery::record_published(&txn, row, &queue_job_id, now).await? {
+                if store::outbox::record_published(&txn, row, &queue_job_id, now).await? {
                     metrics::histogram!("research_outbox_dispatch_seconds")
                         .record((now - row.created_at).max(0) as f64 / 1e3);
                     outcome.dispatched += 1;
-                    published.push(QueueMessage::of(row));
                 }
             }
             Err(error) => {
                 let delay = policy.retry.delay_ms(row.dispatch_attempts + 1);
                 let message = format!("{:#}", anyhow::Error::from(error));
-                let written = delivery::record_failed(&txn, row, &message, policy.max_attempts, delay, now).await?;
+                let written =
+                    store::outbox::record_failed(&txn, row, &message, policy.max_attempts, delay, now).await?;
                 match written {
                     Some(OutboxStatus::Dead) => {
-                        tracing::error!(outbox.id = %row.id, task.id = %row.research_task_job_id, error = %message, "outbox delivery is dead");
+                        tracing::error!(outbox.id = %row.id, task.id = %row.research_task_job_id, error = %message, "outbox entry is dead");
                         metrics::counter!("research_outbox_dead_total").increment(1);
                         outcome.dead += 1;
                     }
@@ -211,8 +133,6 @@ pub async fn dispatch_due(
             }
         }
     }
-    publisher.before_commit(&txn, &published).await?;
     txn.commit().await?;
-    publisher.after_commit(&published);
     Ok(outcome)
 }

@@ -1,6 +1,7 @@
-//! The worker loops: the lease loop (claim due jobs, run their pipelines), the outbox
-//! loop (publish due deliveries) and, with an embeddings endpoint, the embedding loop
-//! (work off the backlog of documents waiting for vectors). The API runs them in-process through [`spawn`]; the
+//! The worker loops: the lease loop (claim due jobs, run their pipelines), the webhook,
+//! deletion and retention loops, with an embeddings endpoint the embedding loop (work off
+//! the backlog of documents waiting for vectors), and with an external queue the outbox
+//! loop (publish due entries). The API runs them in-process through [`spawn`]; the
 //! `worker` binary runs them alone. Each loop step is a public function returning a
 //! [`Step`], so tests drive the loops without sleeping.
 use std::sync::Arc;
@@ -13,15 +14,13 @@ use tokio::sync::{Notify, Semaphore};
 pub use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use crate::config::{EngineKind, WorkerSettings};
-use crate::db::is_postgres;
 use crate::engine::{BuiltinEngine, ResearchEngine, Retriever};
 use crate::knowledge::backlog::{self, BacklogPolicy, Worked};
 use crate::knowledge::embeddings::Embedder;
 use crate::lifecycle::{self, LifecycleError};
-use crate::listener;
 use crate::notify::{Notifier, Signal};
 use crate::openai::OpenAiEngine;
-use crate::outbox::{self, InProcessPublisher, OutboxPolicy, PostgresPublisher, Publisher};
+use crate::outbox::{self, OutboxPolicy, Publisher};
 use crate::pipeline::{Pipeline, RunOutcome, Stop};
 use crate::webhooks;
 
@@ -30,7 +29,7 @@ use crate::webhooks;
 pub enum Step {
     /// The lease loop claimed this many jobs.
     Claimed(usize),
-    /// The outbox loop handled this many deliveries (published, retried or dead).
+    /// The outbox loop handled this many entries (published, retried or dead).
     Published(usize),
     /// The embedding loop worked a document, embedding this many passages.
     Embedded(usize),
@@ -44,7 +43,7 @@ pub enum Step {
     Idle,
 }
 
-/// Starts the lease loop and the outbox loop with the engine the settings choose
+/// Starts the worker loops with the engine the settings choose
 /// ([`research_engine`]); they run until `shutdown` is cancelled, then stop claiming, give
 /// running stages `shutdown_grace_ms` to reach a checkpoint and release the leases that
 /// remain. Every task is spawned on `tracker`, so `tracker.wait()` returns when the worker
@@ -83,11 +82,20 @@ pub fn spawn_with_engine(
     shutdown: CancellationToken,
     tracker: &TaskTracker,
 ) -> crate::observe::Ticks {
-    let publisher: Arc<dyn Publisher> = if is_postgres(db.get_database_backend()) {
-        Arc::new(PostgresPublisher)
-    } else {
-        Arc::new(InProcessPublisher::new(notifier.clone()))
-    };
+    spawn_with(db, notifier, settings, engine, None, shutdown, tracker)
+}
+
+/// [`spawn_with_engine`] with an external queue the outbox loop publishes to (`None`: the
+/// database is the queue and no outbox loop runs).
+pub fn spawn_with(
+    db: DatabaseConnection,
+    notifier: Notifier,
+    settings: WorkerSettings,
+    engine: Arc<dyn ResearchEngine>,
+    publisher: Option<Arc<dyn Publisher>>,
+    shutdown: CancellationToken,
+    tracker: &TaskTracker,
+) -> crate::observe::Ticks {
     let settings = Arc::new(settings);
     let clock = Clock::system();
     let pipeline = Pipeline {
@@ -108,7 +116,7 @@ pub fn spawn_with_engine(
     if settings.pg_listen {
         // Its signals reach the loops through `forward_signals`; after a gap, look once.
         let gap = wake.clone();
-        listener::spawn_postgres_listener(&db, notifier.clone(), move || gap.all(), shutdown.clone(), tracker);
+        crate::store::signals::spawn_listener(&db, notifier.clone(), move || gap.all(), shutdown.clone(), tracker);
     }
     tracker.spawn(lease_loop(pipeline, wake.clone(), stop.clone(), jobs.clone()));
     if let Some(embedder) = backlog_embedder(&settings) {
@@ -146,12 +154,14 @@ pub fn spawn_with_engine(
     }
     tracker.spawn(deletion_loop(db.clone(), notifier.clone(), wake.ticks.clone(), shutdown.clone()));
     let ticks = wake.ticks.clone();
-    tracker.spawn(outbox_loop(db, publisher, settings.clone(), clock, wake, shutdown.clone()));
+    if let Some(publisher) = publisher {
+        tracker.spawn(outbox_loop(db, publisher, settings.clone(), clock, wake, shutdown.clone()));
+    }
     tracker.spawn(drain(jobs, stop, Duration::from_millis(settings.shutdown_grace_ms), shutdown));
     ticks
 }
 
-/// The wake-ups of both loops. `Notify` keeps one permit when nobody waits, so a signal
+/// The wake-ups of the loops. `Notify` keeps one permit when nobody waits, so a signal
 /// that arrives while a step runs is not lost: the next wait returns at once.
 #[derive(Clone, Default)]
 struct Wakeups {

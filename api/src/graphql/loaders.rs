@@ -10,7 +10,7 @@ use async_graphql::dataloader::{DataLoader, Loader};
 use entity::{answer_trace, research_task_partial_result as partial, research_task_progress_event as progress};
 use sea_orm::{DatabaseConnection, DbErr};
 use uuid::Uuid;
-use worker::journal::{self, Journal};
+use worker::store::journal::{self, Journal};
 
 use crate::store::answer_traces;
 
@@ -58,7 +58,7 @@ pub fn loaded(error: Arc<DbErr>) -> crate::error::ApiError {
     // so an outage and "internal" are the only answers.
     match Arc::try_unwrap(error) {
         Ok(error) => crate::error::ApiError::from(error),
-        Err(shared) if worker::db::is_unavailable(&shared) => {
+        Err(shared) if worker::store::is_unavailable(&shared) => {
             crate::error::ApiError::Unavailable(anyhow::anyhow!("{shared}"))
         }
         Err(shared) => crate::error::ApiError::internal(anyhow::anyhow!("{shared}")),
@@ -81,7 +81,7 @@ async fn pages<J: Journal>(
     }
     let mut loaded = HashMap::new();
     for ((after, size), tasks) in ranges {
-        let rows = journal::after_many::<J, _>(db, &tasks, after, size).await.map_err(Arc::new)?;
+        let rows = journal::after_for_tasks::<J, _>(db, &tasks, after, size).await.map_err(Arc::new)?;
         for task in tasks {
             loaded.insert(JournalPage { task, after, size }, Vec::new());
         }

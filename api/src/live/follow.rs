@@ -16,7 +16,7 @@ use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::store::tasks;
-use worker::journal::{self, Journal};
+use worker::store::journal::{self, Journal};
 
 /// Rows read per database round trip.
 const BATCH: u64 = 100;

@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use super::JournalRow;
 use crate::store::tasks;
-use worker::journal;
+use worker::store::journal;
 
 /// What subscribers of a task hear.
 #[derive(Debug, Clone)]

@@ -3,9 +3,7 @@
 //! Rows name who (subject, channel, API key, identity provider), what, on which thing and
 //! from which request; never a secret and never task content.
 use entity::audit_event as event;
-use sea_orm::{
-    ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
-};
+use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -75,27 +73,27 @@ pub struct Entry<'a> {
 
 /// Appends `entry`, done by `actor`, at `now`.
 pub async fn record<C: ConnectionTrait>(conn: &C, actor: Actor<'_>, entry: Entry<'_>, now: i64) -> Result<(), DbErr> {
-    event::Entity::insert(row(actor, entry, now)).exec_without_returning(conn).await.map(drop)
+    worker::store::audit::insert(conn, row(actor, entry, now)).await
 }
 
 /// The row `record` appends, for actions whose transaction the lifecycle owns (it inserts
 /// the row there).
-pub fn row(actor: Actor<'_>, entry: Entry<'_>, now: i64) -> event::ActiveModel {
+pub fn row(actor: Actor<'_>, entry: Entry<'_>, now: i64) -> event::Model {
     let caller = actor.principal;
-    event::ActiveModel {
-        id: Set(Uuid::now_v7()),
-        tenant_id: Set(entry.tenant_id.to_owned()),
-        knowledge_space_id: Set(entry.knowledge_space_id),
-        action: Set(entry.action.to_owned()),
-        actor_subject_id: Set(caller.subject_id.clone()),
-        actor_channel: Set(caller.channel),
-        actor_api_key_id: Set(caller.api_key.as_ref().map(|key| key.key_id)),
-        actor_issuer: Set(caller.issuer.clone()),
-        request_id: Set(actor.request_id.map(|id| id.0.clone())),
-        target_type: Set(entry.target_type.to_owned()),
-        target_id: Set(entry.target_id),
-        details: Set(entry.details),
-        created_at: Set(now),
+    event::Model {
+        id: Uuid::now_v7(),
+        tenant_id: entry.tenant_id.to_owned(),
+        knowledge_space_id: entry.knowledge_space_id,
+        action: entry.action.to_owned(),
+        actor_subject_id: caller.subject_id.clone(),
+        actor_channel: caller.channel,
+        actor_api_key_id: caller.api_key.as_ref().map(|key| key.key_id),
+        actor_issuer: caller.issuer.clone(),
+        request_id: actor.request_id.map(|id| id.0.clone()),
+        target_type: entry.target_type.to_owned(),
+        target_id: entry.target_id,
+        details: entry.details,
+        created_at: now,
     }
 }
 

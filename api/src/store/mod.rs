@@ -20,7 +20,7 @@ pub async fn begin_creating(
     db: &sea_orm::DatabaseConnection,
     tenant_id: &str,
 ) -> Result<sea_orm::DatabaseTransaction, crate::error::ApiError> {
-    let txn = worker::db::begin_write(db).await?;
+    let txn = worker::store::begin_write(db).await?;
     worker::lifecycle::guard_tenant(&txn, tenant_id).await?;
     Ok(txn)
 }

@@ -1,5 +1,5 @@
 //! Reads of research tasks, scoped to the subject that created them (their journals are
-//! read through `worker::journal`). Nothing here writes: `worker::lifecycle` is the only
+//! read through `worker::store::journal`). Nothing here writes: `worker::lifecycle` is the only
 //! writer of `research_task_*` rows.
 use entity::{Stage, research_task_job as job};
 use std::sync::OnceLock;

@@ -334,7 +334,7 @@ async fn an_interrupted_space_deletion_is_finished_by_the_worker_loop(db: TestDb
     let space_id: Uuid = space.parse()?;
     // The request began the deletion (sealed the space) and died before deleting a row.
     let state = &api.server.server.state;
-    let txn = worker::db::begin_write(&state.db).await?;
+    let txn = worker::store::begin_write(&state.db).await?;
     worker::lifecycle::begin_space_deletion(&txn, &api.tenant, space_id, "alice", entity::now_millis()).await?;
     txn.commit().await?;
     // Sealed: already unreadable, though every row is still there.
@@ -680,7 +680,7 @@ async fn a_write_racing_a_long_transaction_waits_for_the_lock(db: TestDb) -> any
     let api = Api::start(&db).await?;
     let alice = api.token("alice");
     let state = &api.server.server.state;
-    let txn = worker::db::begin_write(&state.db).await?;
+    let txn = worker::store::begin_write(&state.db).await?;
     worker::lifecycle::guard_tenant(&txn, "someone-else").await?;
     let create = "mutation { createKnowledgeSpace(input: {name: \"waits\"}) { id } }";
     let holder = async {

@@ -281,19 +281,11 @@ async fn a_client_that_stops_reading_is_closed_with_1013_once_it_drains_its_back
     // Far more than the kernel buffers between the two ends hold: ~8 MB of evidence.
     let task = uuid::Uuid::parse_str(&task_id)?;
     let filler = "x".repeat(100_000);
-    let txn = worker::db::begin_write(&db.db).await?;
-    let job = worker::lifecycle::lock_job(&txn, task).await?.ok_or_else(|| anyhow::anyhow!("task {task} not found"))?;
+    let job =
+        worker::store::tasks::find(&db.db, task).await?.ok_or_else(|| anyhow::anyhow!("task {task} not found"))?;
     for n in 0..80 {
-        worker::lifecycle::append_partial_result(
-            &txn,
-            &job,
-            &format!("bulk:{n}"),
-            json!({ "filler": filler }),
-            entity::now_millis(),
-        )
-        .await?;
+        kfs_tests::fixtures::append_partial(&db, &job, &format!("bulk:{n}"), json!({ "filler": filler })).await?;
     }
-    txn.commit().await?;
 
     let mut client = WsClient::connect_with_small_receive_buffer(&api.server.ws_url()).await?;
     client.init(Some(&token)).await?;

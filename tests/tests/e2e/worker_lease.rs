@@ -95,7 +95,7 @@ async fn stale_worker_cannot_commit_after_lease_expires(db: TestDb) -> anyhow::R
     let step = Checkpoint {
         next_stage: Stage::Retrieving,
         partial_results: vec![("retrieval:1".into(), json!({ "stale": true }))],
-        cost_delta: json!({ "usd": 1.0 }),
+        cost_delta: worker::cost::CostDelta::reported(json!({ "usd": 1.0 })),
         payload: json!({}),
     };
     lost(
@@ -104,10 +104,15 @@ async fn stale_worker_cannot_commit_after_lease_expires(db: TestDb) -> anyhow::R
             .map(|_| ()),
         "checkpoint",
     )?;
-    let done = Completion { answer: "stale".into(), evidence: json!([]), cost_delta: json!({}), payload: json!(null) };
+    let done = Completion {
+        answer: "stale".into(),
+        evidence: json!([]),
+        cost_delta: worker::cost::CostDelta::none(),
+        payload: json!(null),
+    };
     let completed = lifecycle::complete(&db.db, &notifier, &stale, &believed, done, entity::now_millis()).await;
     lost(completed.map(|_| ()), "complete")?;
-    let failure = Failure { message: "stale".into(), retryable: false, cost_delta: json!({}) };
+    let failure = Failure { message: "stale".into(), retryable: false, cost_delta: worker::cost::CostDelta::none() };
     let policy = RetryPolicy { base_ms: 10, cap_ms: 10 };
     lost(
         lifecycle::fail_attempt(&db.db, &notifier, &stale, failure, policy, entity::now_millis()).await.map(|_| ()),
@@ -132,7 +137,11 @@ async fn failed_attempts_back_off_and_the_last_one_fails_for_good(db: TestDb) ->
         let claimed = lifecycle::claim_due(&db.db, &notifier, "worker-a", LEASE_MS, 1, now).await?;
         let claimed = claimed.first().ok_or_else(|| anyhow::anyhow!("attempt {attempt} was not claimed"))?;
         kfs_tests::ensure_eq!(claimed.job.execution_attempts, attempt);
-        let failure = Failure { message: format!("flaky {attempt}"), retryable: true, cost_delta: json!({}) };
+        let failure = Failure {
+            message: format!("flaky {attempt}"),
+            retryable: true,
+            cost_delta: worker::cost::CostDelta::none(),
+        };
         let before = now_millis();
         match lifecycle::fail_attempt(&db.db, &notifier, &claimed.lease, failure, policy, entity::now_millis()).await? {
             FailOutcome::Retrying { retry_at } if attempt < 3 => {
@@ -299,7 +308,7 @@ async fn a_batch_of_claims_commits_in_chunks_and_every_other_process_hears_each_
     let mut heard = elsewhere.subscribe();
     let other_pool = worker::db::connect(&db.url).await?;
     let (shutdown, tracker) = (worker::runtime::CancellationToken::new(), worker::runtime::TaskTracker::new());
-    worker::listener::spawn_postgres_listener(&other_pool, elsewhere.clone(), || {}, shutdown.clone(), &tracker);
+    worker::store::signals::spawn_listener(&other_pool, elsewhere.clone(), || {}, shutdown.clone(), &tracker);
     // Let the listener subscribe before anything commits.
     tokio::time::sleep(Duration::from_millis(300)).await;
 
@@ -322,7 +331,7 @@ async fn a_batch_of_claims_commits_in_chunks_and_every_other_process_hears_each_
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
         while signaled.len() < wanted.len() {
             match tokio::time::timeout_at(deadline, heard.recv()).await {
-                Ok(Ok(worker::notify::Signal::Task(signal))) if signal.progress_sequence == Some(1) => {
+                Ok(Ok(worker::notify::Signal::Task(signal))) if !signal.by_lease_holder => {
                     signaled.insert(signal.task_id);
                 }
                 Ok(Ok(_)) => {}
@@ -355,11 +364,11 @@ async fn a_batched_heartbeat_skips_a_row_locked_elsewhere_without_calling_it_los
     }
     let claimed = lifecycle::claim_due(&db.db, &Notifier::new(), "keeper", LEASE_MS, 10, now_millis()).await?;
     kfs_tests::ensure_eq!(claimed.len(), 3);
-    let leases: Vec<(uuid::Uuid, uuid::Uuid)> = claimed.iter().map(|one| (one.job.id, one.lease.token)).collect();
+    let leases: Vec<lifecycle::LeasePair> = claimed.iter().map(|one| one.lease.pair()).collect();
     let holder = db.db.begin().await?;
-    worker::lifecycle::lock_job(&holder, claimed[0].job.id).await?;
+    worker::store::tasks::lock(&holder, claimed[0].job.id).await?;
     let later = now_millis() + 5_000;
-    let beat = lifecycle::heartbeat_many(&db.db, &leases, LEASE_MS, later);
+    let beat = lifecycle::heartbeats(&db.db, &leases, LEASE_MS, later);
     let lost = tokio::time::timeout(Duration::from_secs(2), beat)
         .await
         .map_err(|_| anyhow::anyhow!("the beat waited for the locked row"))??;
@@ -371,15 +380,14 @@ async fn a_batched_heartbeat_skips_a_row_locked_elsewhere_without_calling_it_los
         anyhow::ensure!(renewed == (index != 0), "lease {index}: heartbeat_at {:?}", row.heartbeat_at);
     }
     // Once the lock is gone, the next beat renews it too.
-    anyhow::ensure!(lifecycle::heartbeat_many(&db.db, &leases, LEASE_MS, later + 1).await?.is_empty());
+    anyhow::ensure!(lifecycle::heartbeats(&db.db, &leases, LEASE_MS, later + 1).await?.is_empty());
     kfs_tests::ensure_eq!(reload(&db, claimed[0].job.id).await?.heartbeat_at, Some(later + 1));
     Ok(())
 }
 
-/// A stage boundary's NOTIFY is queued by its event's own insert (PostgreSQL): another
-/// process's listener hears each checkpoint and the completion with the event's sequence,
-/// the partial results' and the lease holder's mark, exactly the signal this process's
-/// notifier carries.
+/// A stage boundary's signal reaches another process (PostgreSQL's NOTIFY, sent in the
+/// boundary's transaction): its listener hears each checkpoint and the completion with the
+/// lease holder's mark, exactly the signal this process's notifier carries.
 async fn every_stage_boundary_is_heard_in_another_process_as_in_this_one(db: TestDb) -> anyhow::Result<()> {
     use std::time::Duration;
     use worker::notify::{Signal, TaskSignal};
@@ -389,7 +397,7 @@ async fn every_stage_boundary_is_heard_in_another_process_as_in_this_one(db: Tes
     let (mut heard_here, mut heard_elsewhere) = (here.subscribe(), elsewhere.subscribe());
     let other_pool = worker::db::connect(&db.url).await?;
     let (shutdown, tracker) = (worker::runtime::CancellationToken::new(), worker::runtime::TaskTracker::new());
-    worker::listener::spawn_postgres_listener(&other_pool, elsewhere.clone(), || {}, shutdown.clone(), &tracker);
+    worker::store::signals::spawn_listener(&other_pool, elsewhere.clone(), || {}, shutdown.clone(), &tracker);
     tokio::time::sleep(Duration::from_millis(300)).await;
 
     let mut claimed = lifecycle::claim_due(&db.db, &here, "worker-a", LEASE_MS, 1, now_millis()).await?;
@@ -408,15 +416,15 @@ async fn every_stage_boundary_is_heard_in_another_process_as_in_this_one(db: Tes
     for (stage, partial) in [(Stage::Retrieving, true), (Stage::Analyzing, false), (Stage::Generating, true)] {
         let partial_results =
             if partial { vec![(format!("bundle:{}", stage.as_str()), json!({ "passages": [] }))] } else { Vec::new() };
-        let step = Checkpoint { next_stage: stage, partial_results, cost_delta: json!({}), payload: json!({}) };
+        let step = Checkpoint {
+            next_stage: stage,
+            partial_results,
+            cost_delta: worker::cost::CostDelta::none(),
+            payload: json!({}),
+        };
         from = lifecycle::checkpoint(&db.db, &here, &claimed.lease, &from, LEASE_MS, step, now_millis()).await?;
-        let last_event = events(&db, task.job.id).await?.last().map(|event| event.sequence);
-        let last_partial = partials(&db, task.job.id).await?.last().map(|result| result.sequence);
         let local = next(&mut heard_here).await?;
-        kfs_tests::ensure_eq!(
-            (local.task_id, local.progress_sequence, local.partial_sequence),
-            (task.job.id, last_event, if partial { last_partial } else { None })
-        );
+        kfs_tests::ensure_eq!(local.task_id, task.job.id);
         if db.backend == kfs_tests::Backend::Postgres {
             kfs_tests::ensure_eq!(next(&mut heard_elsewhere).await?, local, "at {stage:?}");
         }
@@ -424,12 +432,12 @@ async fn every_stage_boundary_is_heard_in_another_process_as_in_this_one(db: Tes
     let done = Completion {
         answer: "Bees make honey [1].".into(),
         evidence: json!([]),
-        cost_delta: json!({}),
+        cost_delta: worker::cost::CostDelta::none(),
         payload: serde_json::Value::Null,
     };
     lifecycle::complete(&db.db, &here, &claimed.lease, &from, done, now_millis()).await?;
     let local = next(&mut heard_here).await?;
-    kfs_tests::ensure_eq!(local.progress_sequence, events(&db, task.job.id).await?.last().map(|event| event.sequence));
+    kfs_tests::ensure_eq!(local.task_id, task.job.id);
     if db.backend == kfs_tests::Backend::Postgres {
         kfs_tests::ensure_eq!(next(&mut heard_elsewhere).await?, local, "at completion");
     }

@@ -9,9 +9,10 @@ use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use uuid::Uuid;
 use worker::Notifier;
 use worker::engine::async_trait;
-use worker::lifecycle::{RetryPolicy, delivery};
+use worker::lifecycle::RetryPolicy;
 use worker::outbox::{OutboxPolicy, PublishError, Publisher, QueueMessage, dispatch_due};
 use worker::runtime::{CancellationToken, TaskTracker};
+use worker::store::outbox as delivery;
 
 use crate::worker_support::{Act, Ask, Scripted, create_task, reload, settings, space_with_documents};
 
@@ -110,7 +111,7 @@ async fn a_delivery_abandoned_mid_publish_is_redelivered_after_its_lock_lapses(d
         publisher.ids()
     );
     // The dead publisher's late write is fenced out by its lost lock token.
-    let txn = worker::db::begin_write(&db.db).await?;
+    let txn = worker::store::begin_write(&db.db).await?;
     let landed = delivery::record_published(&txn, &locked[0], "late", later).await?;
     txn.commit().await?;
     anyhow::ensure!(!landed && delivery_of(&db, task.job.id).await?.queue_job_id != Some("late".into()));
@@ -127,7 +128,7 @@ async fn a_publish_that_lost_the_race_to_a_claim_leaves_the_running_job_alone(db
     let claimed = worker::lifecycle::claim_due(&db.db, &Notifier::new(), "worker-a", 30_000, 1, now).await?;
     anyhow::ensure!(claimed.len() == 1, "claimed {}", claimed.len());
     let running = reload(&db, task.job.id).await?;
-    let txn = worker::db::begin_write(&db.db).await?;
+    let txn = worker::store::begin_write(&db.db).await?;
     let landed = delivery::record_published(&txn, &locked[0], "queued:late", now + 1).await?;
     txn.commit().await?;
     anyhow::ensure!(!landed, "the publish was recorded after the claim");

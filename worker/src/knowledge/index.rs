@@ -12,7 +12,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::chunk::{Chunk, ChunkSettings, TooManyPassages, chunk};
-use crate::db::begin_write;
+use crate::store::begin_write;
 
 /// Passages inserted per statement (13 values each, well under SQLite's variable limit).
 const INSERT_BATCH: usize = 200;

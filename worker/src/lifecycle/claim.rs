@@ -1,28 +1,23 @@
-//! Claiming due jobs: leasing them to a worker with a fresh token, counting the attempt,
-//! failing jobs that used all their attempts, and resuming paused jobs whose
-//! `resume_after` passed.
-use entity::{ProgressEventType, Stage, research_task_job as job};
+//! Claiming due tasks: which pair goes next (fair across tenants, and within a tenant
+//! across spaces), whether a due task is resumed, failed or leased, and what its `started`
+//! event says. The store finds the pairs and due rows and writes the leases
+//! (`store::claims`).
 use std::collections::{HashMap, HashSet, VecDeque};
 
-use sea_orm::{
-    ActiveModelTrait,
-    ActiveValue::Set,
-    ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, DatabaseTransaction, EntityTrait, IntoActiveModel,
-    QueryFilter, QueryOrder, QuerySelect,
-    sea_query::{Expr, LockBehavior, LockType},
-};
-use sea_orm::{DbErr, Iterable};
+use entity::{LifecycleCommand, ProgressEventType, Stage, research_task_job as job};
+use sea_orm::{DatabaseConnection, DatabaseTransaction};
 use serde_json::json;
 use uuid::Uuid;
 
-pub use super::fair::{Caps, Fairness, Pair};
-use super::journal::Appended;
-use super::lease::{Claimed, Lease, fail_row};
-use super::row::{commit_many, event_signal, signal, touch};
-use super::{LifecycleError, append_progress_event, delivery};
-use super::{claim_many, fair};
-use crate::db::{begin_write, is_postgres};
+use super::commit::{commit, touch};
+use super::events::{self, Event};
+use super::fair::{self, Caps, Fairness, Running};
+use super::{Claimed, Lease, LifecycleError};
+use crate::cost::CostDelta;
 use crate::notify::{Notifier, SIGNALS_PER_NOTIFY, TaskSignal};
+use crate::store::boundaries::EventWrite;
+use crate::store::claims::{LeaseWrite, Pair};
+use crate::store::{self, begin_write};
 
 /// Leases up to `batch` due jobs for `worker_id` with no caps and no memory of earlier
 /// claims ([`claim_fairly`] with a fresh [`Fairness`]): what tests and one-off callers use.
@@ -62,10 +57,9 @@ pub struct Claim<'a> {
 /// jobs stay queued). The work is one query for the pairs with unfinished work, one for
 /// what runs, and an indexed probe per pair tried: never a scan of the backlog.
 ///
-/// Claims commit in chunks of up to [`SIGNALS_PER_NOTIFY`]: one transaction, one commit
-/// and one NOTIFY (listing the chunk's signals) for many leases, so a worker with
-/// thousands of free slots fills them at the database's statement rate, not at one commit
-/// per lease. SQLite's write lock is held for one chunk at a time. Under caps each claim
+/// Claims commit up to [`SIGNALS_PER_NOTIFY`] at a time, their leases written together
+/// (one statement on PostgreSQL), so a worker with thousands of free slots fills them at
+/// the database's statement rate, not at one commit per lease. Under caps each claim
 /// commits alone: the cap check takes its tenant's lock, and a transaction holding two
 /// tenants' locks could deadlock with another worker taking them in the other order.
 #[tracing::instrument(name = "claim", level = "debug", skip_all, fields(worker_id = %claim.worker_id, batch = claim.batch))]
@@ -80,52 +74,41 @@ pub async fn claim_fairly(
     if claim.batch == 0 {
         return Ok(claimed);
     }
-    let mut pairs = fair::active_pairs(db).await?;
+    let mut pairs = store::claims::pairs(db).await?;
     if pairs.is_empty() {
         return Ok(claimed);
     }
-    let mut running = fair::running(db, now).await?;
+    let mut running = Running::of(store::claims::running(db, now).await?);
     fairness.forget_all_but(&pairs);
     let per_commit = if claim.caps.is_unlimited() { SIGNALS_PER_NOTIFY } else { 1 };
-    // Without caps on PostgreSQL, due rows are locked a few at a time per pair and the
-    // plain claims of a chunk leased by one statement (`claim_many`).
-    let batched = claim.caps.is_unlimited() && is_postgres(db.get_database_backend());
-    let mut chunk = Chunk::begin(db, batched).await?;
-    while (claimed.len() + chunk.len()) < claim.batch as usize && !pairs.is_empty() {
+    let mut pending = Pending::begin(db).await?;
+    while claimed.len() + pending.len() < claim.batch as usize && !pairs.is_empty() {
         pairs.sort_by_cached_key(|pair| fairness.order(pair, &running));
-        // The first pair in line with a due job gets the lease; pairs without one (or at
+        // The first pair in line with a due job gets the turn; pairs without one (or at
         // their cap) are out for the rest of this step.
-        let mut leased = None;
+        let mut served = None;
         while let Some(pair) = pairs.first().cloned() {
             if running.over(&pair, claim.caps) {
                 metrics::counter!("claims_deferred_by_cap_total").increment(1);
                 pairs.remove(0);
                 continue;
             }
-            if !claim.caps.is_unlimited() && fair::over_cap_now(&chunk.txn, &pair, claim.caps, now).await? {
+            if !claim.caps.is_unlimited() && fair::over_cap_now(&pending.txn, &pair, claim.caps, now).await? {
                 metrics::counter!("claims_deferred_by_cap_total").increment(1);
-                // The chunk is empty under caps; rolling it back releases the tenant's lock.
-                claimed.extend(chunk.commit(notifier, claim, now).await?);
-                chunk = Chunk::begin(db, batched).await?;
+                // Nothing is pending under caps; ending the transaction releases the lock.
+                claimed.extend(pending.commit(notifier, claim, now).await?);
+                pending = Pending::begin(db).await?;
                 pairs.remove(0);
                 continue;
             }
-            // Rows locked ahead for one pair: its share of what this step and chunk may
-            // still take, so the pairs behind it in line are not starved of rows.
-            let room = (claim.batch as usize - claimed.len() - chunk.len()).min(per_commit - chunk.len());
+            // Rows locked ahead for one pair: its share of what this step may still take,
+            // so the pairs behind it in line are not starved of rows.
+            let room = (claim.batch as usize - claimed.len() - pending.len()).min(per_commit - pending.len());
             let ahead = room.div_ceil(pairs.len()).max(1);
-            match chunk.next_due(&pair, ahead, now).await? {
-                Some(due) if chunk.ahead.is_some() && claim_many::is_plain(&due) => {
-                    chunk.plain.push(due);
-                    leased = Some((pair, true));
-                    break;
-                }
+            match pending.next_due(&pair, ahead, now).await? {
                 Some(due) => {
-                    let (outcome, signal) = claim_one(&chunk.txn, due, claim.worker_id, claim.lease_ms, now).await?;
-                    chunk.signals.push(signal);
-                    let leases = outcome.is_some();
-                    chunk.leased.extend(outcome);
-                    leased = Some((pair, leases));
+                    let leases = pending.take(due, claim, now).await?;
+                    served = Some((pair, leases));
                     break;
                 }
                 None => {
@@ -133,192 +116,156 @@ pub async fn claim_fairly(
                 }
             }
         }
-        let Some((pair, leases)) = leased else { break };
+        let Some((pair, leases)) = served else { break };
         // A job that failed for good instead of being leased still took its turn.
         fairness.served(&pair);
         if leases {
             running.add(&pair);
         }
-        if chunk.len() >= per_commit {
-            claimed.extend(chunk.commit(notifier, claim, now).await?);
-            chunk = Chunk::begin(db, batched).await?;
+        if pending.len() >= per_commit {
+            claimed.extend(pending.commit(notifier, claim, now).await?);
+            pending = Pending::begin(db).await?;
         }
     }
-    claimed.extend(chunk.commit(notifier, claim, now).await?);
+    claimed.extend(pending.commit(notifier, claim, now).await?);
     Ok(claimed)
 }
 
-/// Claims written in one transaction, not yet committed.
-struct Chunk {
+/// Claims decided in one transaction, not yet committed.
+struct Pending {
     txn: DatabaseTransaction,
-    /// The signals of the claims written one by one.
+    /// Due rows to lease, as decided (resumed first when they were paused).
+    leases: Vec<(job::Model, LeaseWrite)>,
+    /// Signals of tasks that changed without a lease (failed for good).
     signals: Vec<TaskSignal>,
-    /// The claims written one by one.
-    leased: Vec<Claimed>,
-    /// Plain claims chosen, to be leased together when the chunk commits.
-    plain: Vec<job::Model>,
-    /// PostgreSQL without caps: due rows this transaction locked ahead, per pair.
-    ahead: Option<Ahead>,
-}
-
-/// Due rows locked ahead (valid only in the transaction that locked them).
-#[derive(Default)]
-struct Ahead {
-    rows: HashMap<Pair, VecDeque<job::Model>>,
-    /// Pairs whose every due row is already among `rows`.
+    /// Due rows this transaction locked ahead, per pair.
+    ahead: HashMap<Pair, VecDeque<job::Model>>,
+    /// Pairs whose every due row is already among `ahead`.
     drained: HashSet<Pair>,
 }
 
-impl Chunk {
-    /// Begins the next chunk (`batched`: locking rows ahead and leasing them together).
-    async fn begin(db: &DatabaseConnection, batched: bool) -> Result<Self, LifecycleError> {
+impl Pending {
+    async fn begin(db: &DatabaseConnection) -> Result<Self, LifecycleError> {
         Ok(Self {
             txn: begin_write(db).await?,
+            leases: Vec::new(),
             signals: Vec::new(),
-            leased: Vec::new(),
-            plain: Vec::new(),
-            ahead: batched.then(Ahead::default),
+            ahead: HashMap::new(),
+            drained: HashSet::new(),
         })
     }
 
-    /// The claims chosen so far.
+    /// The claims decided so far (leases and failures).
     fn len(&self) -> usize {
-        self.signals.len() + self.plain.len()
+        self.leases.len() + self.signals.len()
     }
 
-    /// The pair's oldest due job not yet taken in this chunk, locked; up to `ahead` rows
-    /// are locked at once when batching.
+    /// The pair's oldest due job not yet taken in this transaction, locked; up to `ahead`
+    /// rows are locked at once.
     async fn next_due(&mut self, pair: &Pair, ahead: usize, now: i64) -> Result<Option<job::Model>, LifecycleError> {
-        let Some(locked) = &mut self.ahead else {
-            return Ok(next_due(&self.txn, pair, now, 1, &[]).await?.pop());
-        };
-        if let Some(row) = locked.rows.get_mut(pair).and_then(VecDeque::pop_front) {
+        if let Some(row) = self.ahead.get_mut(pair).and_then(VecDeque::pop_front) {
             return Ok(Some(row));
         }
-        if locked.drained.contains(pair) {
+        if self.drained.contains(pair) {
             return Ok(None);
         }
         // Rows this transaction locked are not skipped by its own `SKIP LOCKED`, and the
         // ones taken are written only at commit: leave them out by id.
-        let taken: Vec<Uuid> = self.plain.iter().map(|job| job.id).collect();
-        let mut rows: VecDeque<job::Model> = next_due(&self.txn, pair, now, ahead as u64, &taken).await?.into();
+        let taken: Vec<Uuid> = self.leases.iter().map(|(due, _)| due.id).collect();
+        let mut rows: VecDeque<job::Model> =
+            store::claims::due(&self.txn, pair, now, ahead as u64, &taken).await?.into();
         if rows.len() < ahead {
-            locked.drained.insert(pair.clone());
+            self.drained.insert(pair.clone());
         }
         let first = rows.pop_front();
-        locked.rows.insert(pair.clone(), rows);
+        self.ahead.insert(pair.clone(), rows);
         Ok(first)
     }
 
-    /// Leases the plain claims, commits the chunk's claims (or rolls back an empty one)
-    /// and returns its leases; rows locked ahead and not taken are released.
-    async fn commit(
-        mut self,
-        notifier: &Notifier,
-        claim: &Claim<'_>,
-        now: i64,
-    ) -> Result<Vec<Claimed>, LifecycleError> {
-        let (leased, signals) =
-            claim_many::lease_all(&self.txn, &self.plain, claim.worker_id, claim.lease_ms, now).await?;
-        self.leased.extend(leased);
-        self.signals.extend(signals);
-        if self.signals.is_empty() {
-            self.txn.rollback().await?;
-        } else {
-            commit_many(self.txn, notifier, self.signals).await?;
+    /// Decides what becomes of `due`: resumed first when paused, then failed for good when
+    /// it used its attempts, else leased at commit. Returns whether it will be leased.
+    async fn take(&mut self, due: job::Model, claim: &Claim<'_>, now: i64) -> Result<bool, LifecycleError> {
+        let mut due = due;
+        let mut webhooks = false;
+        if due.stage == Stage::Paused {
+            let (resumed, queued) = auto_resume(&self.txn, due, now).await?;
+            due = resumed;
+            webhooks = queued;
         }
-        Ok(self.leased)
+        if due.execution_attempts >= due.max_execution_attempts {
+            let message = due
+                .error
+                .clone()
+                .unwrap_or_else(|| format!("gave up after {} execution attempts", due.execution_attempts));
+            let id = due.id;
+            let failed = super::attempt::fail(&self.txn, due, &message, &CostDelta::none(), now).await?;
+            metrics::counter!("research_tasks_ended_total", "stage" => "failed").increment(1);
+            self.signals.push(TaskSignal::changed(id).with_webhooks(webhooks || failed.webhooks));
+            return Ok(false);
+        }
+        // The first claim starts the pipeline: the stage after `queued`.
+        let started = (due.stage == Stage::Queued).then(|| due.stage.next_in_pipeline()).flatten();
+        let lease = LeaseWrite {
+            job_id: due.id,
+            token: Uuid::new_v4(),
+            worker_id: claim.worker_id.to_owned(),
+            stage: started.unwrap_or(due.stage),
+            lease_expires_at: now.saturating_add(claim.lease_ms),
+            now,
+            started: started.map(|_| EventWrite {
+                id: Uuid::now_v7(),
+                event_type: ProgressEventType::Started,
+                key: "started".into(),
+                // The row is locked, so the claim's attempt is the next of the ones it read.
+                payload: json!({ "worker_id": claim.worker_id, "attempt": due.execution_attempts + 1 }),
+            }),
+        };
+        if webhooks {
+            self.signals.push(TaskSignal::changed(due.id).with_webhooks(true));
+        }
+        self.leases.push((due, lease));
+        Ok(true)
+    }
+
+    /// Writes the leases, commits (or rolls back an empty transaction) and returns them.
+    async fn commit(self, notifier: &Notifier, claim: &Claim<'_>, now: i64) -> Result<Vec<Claimed>, LifecycleError> {
+        let Self { txn, leases, mut signals, .. } = self;
+        if leases.is_empty() && signals.is_empty() {
+            txn.rollback().await?;
+            return Ok(Vec::new());
+        }
+        let writes: Vec<LeaseWrite> = leases.iter().map(|(_, write)| write.clone()).collect();
+        let leased = store::claims::lease(&txn, &writes).await?;
+        let mut claimed = Vec::with_capacity(leased.len());
+        for ((due, write), leased) in leases.into_iter().zip(leased) {
+            record_claim(&due, now);
+            let mut webhooks = false;
+            if let (Some(started), Some(event)) = (leased.started, &write.started)
+                && started.new
+                && leased.any_endpoint
+            {
+                webhooks = crate::webhooks::enqueue(
+                    &txn,
+                    &leased.job,
+                    event.event_type,
+                    leased.job.stage,
+                    started.sequence,
+                    &event.payload,
+                    now,
+                )
+                .await?;
+            }
+            signals.push(TaskSignal::changed(leased.job.id).with_webhooks(webhooks));
+            let lease = Lease { job_id: write.job_id, token: write.token, worker_id: claim.worker_id.to_owned() };
+            claimed.push(Claimed { job: leased.job, lease, grant: leased.grant });
+        }
+        commit(txn, notifier, signals).await?;
+        Ok(claimed)
     }
 }
 
-/// The `limit` oldest due jobs of one tenant's space but `taken`, locked; other workers
-/// skip them on PostgreSQL instead of waiting.
-async fn next_due(
-    txn: &DatabaseTransaction,
-    pair: &Pair,
-    now: i64,
-    limit: u64,
-    taken: &[Uuid],
-) -> Result<Vec<job::Model>, DbErr> {
-    let lease_free = Condition::any().add(job::Column::LeaseToken.is_null()).add(job::Column::LeaseExpiresAt.lte(now));
-    let retry_passed = Condition::any().add(job::Column::RetryAt.is_null()).add(job::Column::RetryAt.lte(now));
-    let claimable = Stage::iter().filter(|stage| stage.is_claimable());
-    let runnable = Condition::all().add(job::Column::Stage.is_in(claimable)).add(lease_free).add(retry_passed);
-    let waking = Condition::all().add(job::Column::Stage.eq(Stage::Paused)).add(job::Column::ResumeAfter.lte(now));
-    let mut query = job::Entity::find()
-        .filter(job::Column::TenantId.eq(pair.tenant_id.as_str()))
-        .filter(job::Column::KnowledgeSpaceId.eq(pair.knowledge_space_id))
-        // The partial index's own predicate, so both planners read it.
-        .filter(Expr::cust(format!("\"stage\" IN ({})", migration::UNFINISHED)))
-        .filter(Condition::any().add(runnable).add(waking))
-        .order_by_asc(job::Column::UpdatedAt)
-        .order_by_asc(job::Column::Id)
-        .limit(limit);
-    if !taken.is_empty() {
-        query = query.filter(job::Column::Id.is_not_in(taken.iter().copied()));
-    }
-    if is_postgres(txn.get_database_backend()) {
-        query = query.lock_with_behavior(LockType::Update, LockBehavior::SkipLocked);
-    }
-    query.all(txn).await
-}
-
-/// Resumes (if paused), then leases or fails one due job; returns it when leased.
-async fn claim_one(
-    txn: &DatabaseTransaction,
-    mut due: job::Model,
-    worker_id: &str,
-    lease_ms: i64,
-    now: i64,
-) -> Result<(Option<Claimed>, TaskSignal), LifecycleError> {
-    // The last event this claim appends (webhooks are queued if any of them did).
-    let mut last: Option<Appended> = None;
-    if due.stage == Stage::Paused {
-        let (resumed, appended) = auto_resume(txn, &due, now).await?;
-        due = resumed;
-        last = Some(appended);
-    }
-    if due.execution_attempts >= due.max_execution_attempts {
-        let message =
-            due.error.clone().unwrap_or_else(|| format!("gave up after {} execution attempts", due.execution_attempts));
-        let failed = fail_row(txn, &due, &message, &json!({}), now).await?;
-        metrics::counter!("research_tasks_ended_total", "stage" => "failed").increment(1);
-        return Ok((None, event_signal(due.id, failed.after(last), None, false)));
-    }
-
-    record_claim(&due, now);
-    let token = Uuid::new_v4();
-    let mut row = due.clone().into_active_model();
-    touch(&due, &mut row, now);
-    // The first claim starts the pipeline: the stage after `queued`.
-    let started = (due.stage == Stage::Queued).then(|| due.stage.next_in_pipeline()).flatten();
-    if let Some(first) = started {
-        row.stage = Set(first);
-    }
-    row.worker_id = Set(Some(worker_id.to_owned()));
-    row.lease_token = Set(Some(token));
-    row.lease_expires_at = Set(Some(now + lease_ms));
-    row.heartbeat_at = Set(Some(now));
-    row.retry_at = Set(None);
-    row.execution_attempts = Set(due.execution_attempts + 1);
-    let leased = row.update(txn).await?;
-    if let Some(first) = started {
-        let payload = started_payload(worker_id, leased.execution_attempts);
-        let started =
-            append_progress_event(txn, &leased, ProgressEventType::Started, first, "started", payload, now).await?;
-        last = Some(started.after(last));
-    }
-    delivery::mark_leased(txn, leased.id, now).await?;
-    let lease = Lease { job_id: leased.id, token, worker_id: worker_id.to_owned() };
-    let signal = match last {
-        Some(appended) => event_signal(due.id, appended, None, false),
-        None => signal(due.id, None, None, false),
-    };
-    Ok((Some(Claimed { job: leased, lease, grant_checked: false }), signal))
-}
-
-/// What a claim of `due` tells the metrics (every claim, one by one or together).
-pub(super) fn record_claim(due: &job::Model, now: i64) {
+/// What a claim of `due` tells the metrics.
+fn record_claim(due: &job::Model, now: i64) {
     if due.stage == Stage::Queued {
         // Created → first claim: how long tasks wait for a worker.
         metrics::histogram!("research_queue_wait_seconds").record((now - due.created_at).max(0) as f64 / 1e3);
@@ -329,33 +276,35 @@ pub(super) fn record_claim(due: &job::Model, now: i64) {
     }
 }
 
-/// The `started` event's payload: who claimed the task, at which attempt.
-pub(super) fn started_payload(worker_id: &str, attempt: i32) -> serde_json::Value {
-    json!({ "worker_id": worker_id, "attempt": attempt })
-}
-
 /// A paused job whose `resume_after` passed goes back to the stage it left, with a new
-/// delivery and a `resumed` event, as an API resume would.
+/// outbox entry and a `resumed` event, as an API resume would. Returns the row and whether
+/// webhooks were queued.
 async fn auto_resume(
     txn: &DatabaseTransaction,
-    paused: &job::Model,
+    paused: job::Model,
     now: i64,
-) -> Result<(job::Model, Appended), LifecycleError> {
+) -> Result<(job::Model, bool), LifecycleError> {
     let target = paused
         .stage
-        .apply(entity::LifecycleCommand::Resume, paused.paused_from_stage)
+        .apply(LifecycleCommand::Resume, paused.paused_from_stage)
         .map_err(|refused| LifecycleError::NotAllowed { command: "resume", current: refused.current })?;
-    let mut row = paused.clone().into_active_model();
-    touch(paused, &mut row, now);
-    row.stage = Set(target);
-    row.paused_from_stage = Set(None);
-    row.paused_at = Set(None);
-    row.resume_after = Set(None);
-    row.retry_at = Set(None);
-    let resumed = row.update(txn).await?;
-    delivery::enqueue(txn, &resumed, now).await?;
-    let key = format!("resumed:{}", resumed.row_version);
+    let mut row = paused;
+    touch(&mut row, now);
+    row.stage = target;
+    row.paused_from_stage = None;
+    row.paused_at = None;
+    row.resume_after = None;
+    row.retry_at = None;
+    let resumed = store::tasks::save(txn, row).await?;
+    let revision = store::outbox::last_revision(txn, resumed.id).await? + 1;
+    store::outbox::insert(txn, store::outbox::entry(&resumed, revision, now)).await?;
     let payload = json!({ "from_stage": Stage::Paused, "automatic": true });
-    let appended = append_progress_event(txn, &resumed, ProgressEventType::Resumed, target, &key, payload, now).await?;
-    Ok((resumed, appended))
+    let event = Event {
+        event_type: ProgressEventType::Resumed,
+        stage: target,
+        key: format!("resumed:{}", resumed.row_version),
+        payload,
+    };
+    let appended = events::append(txn, &resumed, event, now).await?;
+    Ok((resumed, appended.webhooks))
 }

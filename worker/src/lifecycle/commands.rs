@@ -3,14 +3,15 @@
 //! new stage, its progress event and its outbox change in one transaction. Cancel and pause
 //! clear the lease, which fences the running worker out.
 use entity::{LifecycleCommand, OutboxStatus, ProgressEventType, Stage, research_task_job as job};
-use sea_orm::{ActiveModelTrait, ActiveValue::Set, DatabaseConnection, IntoActiveModel};
+use sea_orm::DatabaseConnection;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::row::{clear_lease, commit, event_signal, lock_job, touch};
-use super::{LifecycleError, append_progress_event, delivery};
-use crate::db::begin_write;
-use crate::notify::Notifier;
+use super::LifecycleError;
+use super::commit::{clear_lease, commit, touch};
+use super::events::{self, Event};
+use crate::notify::{Notifier, TaskSignal};
+use crate::store::{self, begin_write};
 
 /// A task as its caller names it: only the subject that created the task, in its own
 /// tenant, may act on it; anyone else gets `NotFound`.
@@ -47,7 +48,7 @@ pub async fn pause(
     apply(db, notifier, task, LifecycleCommand::Pause, resume_after, now).await
 }
 
-/// Resumes a paused task where it stopped, with a new outbox delivery.
+/// Resumes a paused task where it stopped, with a new outbox entry.
 pub async fn resume(
     db: &DatabaseConnection,
     notifier: &Notifier,
@@ -67,7 +68,7 @@ async fn apply(
     now: i64,
 ) -> Result<job::Model, LifecycleError> {
     let txn = begin_write(db).await?;
-    let current = lock_job(&txn, task.id)
+    let current = store::tasks::lock(&txn, task.id)
         .await?
         .filter(|row| row.tenant_id == task.tenant_id && row.subject_id == task.subject_id)
         .ok_or(LifecycleError::NotFound)?;
@@ -86,42 +87,48 @@ async fn apply(
         .apply(command, current.paused_from_stage)
         .map_err(|refused| LifecycleError::NotAllowed { command: command_name(command), current: refused.current })?;
 
-    let mut row = current.clone().into_active_model();
-    touch(&current, &mut row, now);
-    row.stage = Set(target);
+    let mut row = current.clone();
+    touch(&mut row, now);
+    row.stage = target;
     // Whatever the command, the running worker (if any) loses its lease: it is fenced out
     // and stops at its next write.
     clear_lease(&mut row);
-    let (event_type, outbox_change) = match command {
+    let event_type = match command {
         LifecycleCommand::Cancel => {
-            row.completed_at = Set(Some(now));
-            row.resume_after = Set(None);
-            (ProgressEventType::Canceled, Some(OutboxStatus::Canceled))
+            row.completed_at = Some(now);
+            row.resume_after = None;
+            ProgressEventType::Canceled
         }
         LifecycleCommand::Pause => {
-            row.paused_from_stage = Set(Some(current.stage));
-            row.paused_at = Set(Some(now));
-            row.resume_after = Set(resume_after);
-            (ProgressEventType::Paused, Some(OutboxStatus::Canceled))
+            row.paused_from_stage = Some(current.stage);
+            row.paused_at = Some(now);
+            row.resume_after = resume_after;
+            ProgressEventType::Paused
         }
         LifecycleCommand::Resume => {
-            row.paused_from_stage = Set(None);
-            row.paused_at = Set(None);
-            row.resume_after = Set(None);
-            row.retry_at = Set(None);
-            (ProgressEventType::Resumed, None)
+            row.paused_from_stage = None;
+            row.paused_at = None;
+            row.resume_after = None;
+            row.retry_at = None;
+            ProgressEventType::Resumed
         }
     };
-    let updated = row.update(&txn).await?;
-    if let Some(status) = outbox_change {
-        delivery::close_open(&txn, updated.id, status, now).await?;
+    let updated = store::tasks::save(&txn, row).await?;
+    if command == LifecycleCommand::Resume {
+        // Back in the queue: the task's next outbox entry.
+        let revision = store::outbox::last_revision(&txn, updated.id).await? + 1;
+        store::outbox::insert(&txn, store::outbox::entry(&updated, revision, now)).await?;
     } else {
-        delivery::enqueue(&txn, &updated, now).await?;
+        store::outbox::close(&txn, updated.id, OutboxStatus::Canceled, now).await?;
     }
     let key = format!("{}:{}", event_name(event_type), updated.row_version);
     let payload = json!({ "from_stage": current.stage, "resume_after": resume_after });
-    let appended = append_progress_event(&txn, &updated, event_type, target, &key, payload, now).await?;
-    commit(txn, notifier, event_signal(updated.id, appended, None, command == LifecycleCommand::Resume)).await?;
+    let appended = events::append(&txn, &updated, Event { event_type, stage: target, key, payload }, now).await?;
+    let signal = match command {
+        LifecycleCommand::Resume => TaskSignal::work(updated.id),
+        _ => TaskSignal::changed(updated.id),
+    };
+    commit(txn, notifier, vec![signal.with_webhooks(appended.webhooks)]).await?;
     let counted = match command {
         LifecycleCommand::Cancel => "canceled",
         LifecycleCommand::Pause => "paused",

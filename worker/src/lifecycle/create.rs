@@ -1,15 +1,15 @@
-//! Creating a task: the job, the grant it runs under and its first outbox delivery, in one
+//! Creating a task: the job, the grant it runs under and its first outbox entry, in one
 //! transaction, idempotent on the client's key.
 use entity::{ResearchMode, Stage, TaskLimits, research_task_job as job};
-use sea_orm::{ActiveValue::Set, DatabaseConnection, EntityTrait};
+use sea_orm::DatabaseConnection;
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::row::{commit, signal};
-use super::{LifecycleError, delivery};
-use crate::db::begin_write;
+use super::LifecycleError;
+use super::commit::commit;
 use crate::grant::{self, GrantRequest};
-use crate::notify::Notifier;
+use crate::notify::{Notifier, TaskSignal};
+use crate::store::{self, begin_write};
 
 /// Everything needed to create a task; validated by the caller.
 #[derive(Debug, Clone)]
@@ -71,13 +71,13 @@ pub async fn create(
         None => Uuid::now_v7(),
     };
     tracing::Span::current().record("task.id", tracing::field::display(id));
-    if let Some(existing) = job::Entity::find_by_id(id).one(db).await? {
+    if let Some(existing) = store::tasks::find(db, id).await? {
         return replay(db, existing, &input, now).await;
     }
     match insert(db, notifier, id, &input, now).await {
         Ok(task) => Ok(Created { task, replayed: false }),
         // Two requests with one key raced; the loser answers with the winner's task.
-        Err(error) if input.idempotency_key.is_some() => match job::Entity::find_by_id(id).one(db).await? {
+        Err(error) if input.idempotency_key.is_some() => match store::tasks::find(db, id).await? {
             Some(existing) => replay(db, existing, &input, now).await,
             None => Err(error),
         },
@@ -111,7 +111,8 @@ async fn replay(
     if same { Ok(Created { task: existing, replayed: true }) } else { Err(LifecycleError::IdempotencyMismatch) }
 }
 
-/// Writes the snapshot, job and first delivery in one transaction.
+/// Writes the snapshot, the job, its trace context and its first outbox entry in one
+/// transaction.
 async fn insert(
     db: &DatabaseConnection,
     notifier: &Notifier,
@@ -122,44 +123,48 @@ async fn insert(
     let txn = begin_write(db).await?;
     super::seal::guard(&txn, &input.grant.tenant_id).await?;
     super::quota::check(&txn, input.quotas, &input.grant.tenant_id, now).await?;
-    let snapshot = grant::issue(&txn, &input.grant, now).await?;
-    let row = job::ActiveModel {
-        id: Set(id),
-        tenant_id: Set(input.grant.tenant_id.clone()),
-        knowledge_space_id: Set(input.grant.knowledge_space_id),
-        subject_id: Set(input.grant.subject_id.clone()),
-        permission_snapshot_id: Set(snapshot.id),
-        permission_snapshot_revision: Set(snapshot.revision),
-        access_channel: Set(input.grant.access_channel),
-        query: Set(input.query.clone()),
-        mode: Set(input.mode),
-        top_k: Set(input.top_k),
-        budget_usd: Set(input.budget_usd),
-        limits: Set(serde_json::to_value(&input.limits).unwrap_or_else(|_| serde_json::json!({}))),
-        metadata: Set(input.metadata.clone()),
-        cost: Set(serde_json::json!({})),
-        stage: Set(Stage::Queued),
-        paused_from_stage: Set(None),
-        queue_job_id: Set(None),
-        error: Set(None),
-        resume_after: Set(None),
-        paused_at: Set(None),
-        completed_at: Set(None),
-        row_version: Set(1),
-        execution_attempts: Set(0),
-        max_execution_attempts: Set(input.max_execution_attempts),
-        worker_id: Set(None),
-        lease_token: Set(None),
-        lease_expires_at: Set(None),
-        heartbeat_at: Set(None),
-        retry_at: Set(None),
-        created_at: Set(now),
-        updated_at: Set(now),
+    let snapshot = grant::snapshot_of(Uuid::now_v7(), &input.grant, now);
+    let task = job::Model {
+        id,
+        tenant_id: input.grant.tenant_id.clone(),
+        knowledge_space_id: input.grant.knowledge_space_id,
+        subject_id: input.grant.subject_id.clone(),
+        permission_snapshot_id: snapshot.id,
+        permission_snapshot_revision: snapshot.revision,
+        access_channel: input.grant.access_channel,
+        query: input.query.clone(),
+        mode: input.mode,
+        top_k: input.top_k,
+        budget_usd: input.budget_usd,
+        limits: serde_json::to_value(&input.limits).unwrap_or_else(|_| serde_json::json!({})),
+        metadata: input.metadata.clone(),
+        cost: serde_json::json!({}),
+        stage: Stage::Queued,
+        paused_from_stage: None,
+        queue_job_id: None,
+        error: None,
+        resume_after: None,
+        paused_at: None,
+        completed_at: None,
+        row_version: 1,
+        execution_attempts: 0,
+        max_execution_attempts: input.max_execution_attempts,
+        worker_id: None,
+        lease_token: None,
+        lease_expires_at: None,
+        heartbeat_at: None,
+        retry_at: None,
+        created_at: now,
+        updated_at: now,
     };
-    let task = job::Entity::insert(row).exec_with_returning(&txn).await?;
-    crate::telemetry::context::store(&txn, id, now).await?;
-    delivery::enqueue(&txn, &task, now).await?;
-    commit(txn, notifier, signal(task.id, None, None, true)).await?;
+    let rows = store::tasks::NewTaskRows {
+        outbox: store::outbox::entry(&task, 1, now),
+        trace_context: crate::telemetry::context::row_of_current_span(id, now),
+        snapshot,
+        task,
+    };
+    let task = store::tasks::create(&txn, rows).await?;
+    commit(txn, notifier, vec![TaskSignal::work(task.id)]).await?;
     metrics::counter!("research_tasks_created_total").increment(1);
     Ok(task)
 }

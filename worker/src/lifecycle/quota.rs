@@ -1,14 +1,12 @@
 //! Per-tenant quotas, checked where a task is created, inside its transaction and under
 //! the tenant's lock, so racing creates cannot pass a quota together.
-use sea_orm::{
-    ColumnTrait, ConnectionTrait, DatabaseTransaction, DbErr, EntityTrait, FromQueryResult, PaginatorTrait as _,
-    QueryFilter, Statement,
-};
-
-use entity::research_task_job as job;
+use sea_orm::DatabaseTransaction;
 
 use super::LifecycleError;
-use crate::db::is_postgres;
+use crate::store::{
+    self,
+    locks::{TenantLock, lock_tenant},
+};
 
 /// Milliseconds in a day.
 const DAY_MS: i64 = 86_400_000;
@@ -47,25 +45,6 @@ impl QuotaRefusal {
     }
 }
 
-/// Makes the transaction the only one counting for `tenant` until it ends (PostgreSQL:
-/// an advisory lock on the tenant; SQLite's write transactions already take turns).
-pub(super) async fn lock_tenant(txn: &DatabaseTransaction, tenant: &str) -> Result<(), DbErr> {
-    if is_postgres(txn.get_database_backend()) {
-        let lock = Statement::from_sql_and_values(
-            txn.get_database_backend(),
-            "SELECT pg_advisory_xact_lock(hashtext($1))::text AS \"locked\"",
-            [tenant.into()],
-        );
-        txn.query_one_raw(lock).await?;
-    }
-    Ok(())
-}
-
-#[derive(FromQueryResult)]
-struct Spent {
-    nanos: Option<i64>,
-}
-
 /// Refuses a new task of `tenant` when a quota is used up.
 pub(super) async fn check(
     txn: &DatabaseTransaction,
@@ -76,13 +55,9 @@ pub(super) async fn check(
     if quotas == Quotas::default() {
         return Ok(());
     }
-    lock_tenant(txn, tenant).await?;
+    lock_tenant(txn, tenant, TenantLock::Counting).await?;
     if let Some(limit) = quotas.unfinished_per_tenant {
-        let unfinished = job::Entity::find()
-            .filter(job::Column::TenantId.eq(tenant))
-            .filter(sea_orm::sea_query::Expr::cust(format!("\"stage\" IN ({})", migration::UNFINISHED)))
-            .count(txn)
-            .await?;
+        let unfinished = store::quotas::unfinished_tasks(txn, tenant).await?;
         if unfinished >= limit {
             let what = "unfinished research tasks per tenant";
             let quota = QuotaRefusal::LABELS[0];
@@ -91,16 +66,7 @@ pub(super) async fn check(
     }
     if let Some(limit) = quotas.usd_per_tenant_per_day {
         let day_start = now - now.rem_euclid(DAY_MS);
-        let backend = txn.get_database_backend();
-        let sql = if is_postgres(backend) {
-            "SELECT SUM((\"cost\"->>'usd_nanos')::bigint)::bigint AS \"nanos\" FROM \"research_task_jobs\" \
-             WHERE \"tenant_id\" = $1 AND \"created_at\" >= $2"
-        } else {
-            "SELECT CAST(SUM(json_extract(\"cost\", '$.usd_nanos')) AS INTEGER) AS \"nanos\" FROM \"research_task_jobs\" \
-             WHERE \"tenant_id\" = ? AND \"created_at\" >= ?"
-        };
-        let statement = Statement::from_sql_and_values(backend, sql, [tenant.into(), day_start.into()]);
-        let spent = Spent::find_by_statement(statement).one(txn).await?.and_then(|row| row.nanos).unwrap_or(0);
+        let spent = store::quotas::usd_nanos_spent_since(txn, tenant, day_start).await?;
         if spent >= crate::cost::usd_to_nanos(limit) {
             let what = "US dollars spent per tenant per day";
             let quota = QuotaRefusal::LABELS[1];

@@ -1,5 +1,5 @@
 //! The lease keeper: one per worker, renewing every lease its running stages hold in one
-//! statement per heartbeat interval (`lifecycle::heartbeat_many`), instead of one
+//! statement per heartbeat interval (`lifecycle::heartbeats`), instead of one
 //! statement and one timer per stage. A lease found lost (expired and claimed by another
 //! worker, canceled, paused, deleted) fires that stage's `lost` token, which drops the
 //! stage at once. Signals about held tasks (a cancel or pause committed here or, through
@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::config::WorkerSettings;
-use crate::lifecycle::{self, Lease};
+use crate::lifecycle::{self, Lease, LeasePair};
 use crate::notify::{Notifier, Signal};
 
 /// Renews the leases of the stages running in this worker.
@@ -90,19 +90,20 @@ impl LeaseKeeper {
 impl Inner {
     /// Renews the held leases among `only` (all of them when `None`); fires the lost ones.
     async fn renew(&self, only: Option<&HashSet<Uuid>>) {
-        let leases: Vec<(Uuid, Uuid)> = {
+        let leases: Vec<LeasePair> = {
             let held = self.held.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             held.iter()
                 .filter(|(id, _)| only.is_none_or(|only| only.contains(id)))
-                .map(|(id, entry)| (*id, entry.token))
+                .map(|(id, entry)| LeasePair { job_id: *id, token: entry.token })
                 .collect()
         };
         if leases.is_empty() {
             return;
         }
-        match lifecycle::heartbeat_many(&self.db, &leases, self.settings.lease_ms, self.clock.now()).await {
+        match lifecycle::heartbeats(&self.db, &leases, self.settings.lease_ms, self.clock.now()).await {
             Ok(lost) => {
-                let checked: HashMap<Uuid, Uuid> = leases.into_iter().collect();
+                let checked: HashMap<Uuid, Uuid> =
+                    leases.into_iter().map(|lease| (lease.job_id, lease.token)).collect();
                 let held = self.held.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                 for id in lost {
                     // Only the lease that was checked: a new claim since holds a new token.

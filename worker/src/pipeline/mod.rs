@@ -18,15 +18,15 @@ use std::time::Duration;
 
 use entity::{Clock, research_task_job as job};
 use sea_orm::DatabaseConnection;
-use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 use uuid::Uuid;
 
 use crate::config::WorkerSettings;
 use crate::cost;
+use crate::cost::CostDelta;
 use crate::engine::{ResearchEngine, limits_of};
-use crate::grant::{self, Verdict};
+use crate::grant;
 use crate::lifecycle::{self, Boundary, BoundaryStep, Claimed, Committed, FailOutcome, Failure, Lease, LifecycleError};
 use crate::notify::Notifier;
 use stages::StageEnd;
@@ -115,9 +115,11 @@ impl Pipeline {
         let lease = claimed.lease;
         let mut task = claimed.job;
         let mut carried = stages::Carried::default();
-        // The first stage's boundary is the claim, which may have checked the grant in its
-        // own statement; every later one is a checkpoint, which does.
-        let mut grant_checked = claimed.grant_checked;
+        // The first stage's boundary is the claim, which checked the grant in its own
+        // transaction; every later one is a checkpoint, which does too.
+        if let Some(denial) = claimed.grant {
+            return self.denied(&lease, denial, CostDelta::none()).await;
+        }
         loop {
             tracing::Span::current().record("stage", task.stage.as_str());
             if !task.stage.is_running() {
@@ -128,21 +130,11 @@ impl Pipeline {
             if stop.drain.is_cancelled() {
                 return self.release(&lease).await;
             }
-            if !grant_checked {
-                match grant::check(&self.db, task.permission_snapshot_id, self.clock.now()).await {
-                    Ok(Verdict::Holds) => grant_checked = true,
-                    Ok(Verdict::Denied(denial)) => return self.denied(&lease, denial, Value::Null).await,
-                    Err(error) => {
-                        let message = format!("checking the grant failed: {error}");
-                        return self.fail(&lease, message, true, Value::Null).await;
-                    }
-                }
-            }
             if let Some(deadline) = limits_of(&task).deadline_ms.map(|deadline| deadline.get())
                 && self.clock.now() - task.created_at > deadline
             {
                 let message = format!("limit exceeded: limits.deadline_ms {deadline} passed");
-                return self.fail(&lease, message, false, Value::Null).await;
+                return self.fail(&lease, message, false, CostDelta::none()).await;
             }
             let cancel = CancellationToken::new();
             let drafts = stages::Drafts {
@@ -228,7 +220,7 @@ impl Pipeline {
         lease: &Lease,
         message: String,
         retryable: bool,
-        cost_delta: Value,
+        cost_delta: CostDelta,
     ) -> Result<RunOutcome, LifecycleError> {
         let failure = Failure { message: message.clone(), retryable, cost_delta };
         let policy = self.settings.retry_policy();
@@ -251,7 +243,7 @@ impl Pipeline {
         &self,
         lease: &Lease,
         denial: grant::GrantDenial,
-        spent: Value,
+        spent: CostDelta,
     ) -> Result<RunOutcome, LifecycleError> {
         metrics::counter!("research_grant_denials_total", "reason" => denial.label()).increment(1);
         self.fail(lease, denial.message().to_owned(), false, spent).await
@@ -268,9 +260,9 @@ impl Pipeline {
 
 /// The budget message when the task's spend plus `delta` passes `budget_usd`, compared in
 /// whole nanodollars.
-fn over_budget(task: &job::Model, delta: &Value) -> Option<String> {
+fn over_budget(task: &job::Model, delta: &CostDelta) -> Option<String> {
     let budget = cost::usd_to_nanos(task.budget_usd?);
-    let spent = cost::spent_nanos(&cost::merge(&task.cost, delta));
+    let spent = cost::spent_nanos(&delta.added_to(&task.cost));
     (spent > budget).then(|| {
         format!(
             "budget exceeded: spent ${:.9} of the ${:.9} budget",

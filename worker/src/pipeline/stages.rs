@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::answer::{AnswerSink, flush_drafts};
-use crate::cost::{CallLog, CostReport};
+use crate::cost::{CallLog, CostDelta, CostReport};
 use crate::engine::{Answer, EngineError, Passage, Plan, ResearchEngine, Retrieval, StageContext};
 use crate::lifecycle::{Checkpoint, Completion, Lease};
 use crate::notify::Notifier;
@@ -49,7 +49,7 @@ pub(super) enum StageEnd {
 
 impl StageEnd {
     /// What the stage spent.
-    pub(super) fn cost_delta(&self) -> &Value {
+    pub(super) fn cost_delta(&self) -> &CostDelta {
         match self {
             Self::Next(step, _) => &step.cost_delta,
             Self::Done(done) => &done.cost_delta,
@@ -73,7 +73,7 @@ pub(super) async fn run(
     run_stage(&ctx, engine, &sink, drafts, carried).await.map_err(|error| {
         // What the failed stage's calls spent still counts.
         let cost_delta =
-            if calls.is_empty() { Value::Null } else { account(stage, calls.total(), calls_report(&calls)).0 };
+            if calls.is_empty() { CostDelta::none() } else { account(stage, calls.total(), calls_report(&calls)).0 };
         StageFailure { error, cost_delta }
     })
 }
@@ -82,8 +82,8 @@ pub(super) async fn run(
 pub(super) struct StageFailure {
     /// Why.
     pub error: EngineError,
-    /// What it spent (null for nothing).
-    pub cost_delta: Value,
+    /// What it spent.
+    pub cost_delta: CostDelta,
 }
 
 fn calls_report(calls: &CallLog) -> Value {
@@ -180,11 +180,9 @@ async fn run_stage(
 
 /// The stage's cost delta, with the engine's per-call detail (`report.calls`) moved into
 /// it under the stage; returns the delta and what is left of the report.
-fn account(stage: Stage, cost: CostReport, mut report: Value) -> (Value, Value) {
-    let mut delta = cost.to_delta(stage.as_str());
-    if let Some(calls) = report.as_object_mut().and_then(|fields| fields.remove("calls")) {
-        delta["stages"][stage.as_str()]["calls"] = calls;
-    }
+fn account(stage: Stage, cost: CostReport, mut report: Value) -> (CostDelta, Value) {
+    let calls = report.as_object_mut().and_then(|fields| fields.remove("calls"));
+    let delta = cost.to_delta_with_calls(stage.as_str(), calls);
     if report.as_object().is_some_and(serde_json::Map::is_empty) {
         report = Value::Null;
     }

@@ -1,6 +1,6 @@
 //! W3C trace context across the request that creates a task and the worker that runs it:
 //! taken from incoming headers ([`adopt_remote_parent`]), stored with the task in the creating
-//! transaction ([`store`]), and set as the parent of the worker's `task run` span
+//! transaction ([`row_of_current_span`]), and set as the parent of the worker's `task run` span
 //! ([`join_stored`]). Without trace export all of it is a no-op that costs nothing (no
 //! row is written or read).
 use std::collections::HashMap;
@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use entity::research_task_trace_context as row;
 use opentelemetry::trace::TraceContextExt as _;
-use sea_orm::{ActiveValue::Set, ConnectionTrait, DbErr, EntityTrait};
+use sea_orm::ConnectionTrait;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 use uuid::Uuid;
 
@@ -66,17 +66,16 @@ pub fn of_current_span() -> Option<TraceContext> {
     Some(TraceContext { traceparent, tracestate })
 }
 
-/// Inside the creating transaction: records the current span's trace context for the new
-/// task `job_id`, when there is one.
-pub async fn store<C: ConnectionTrait>(conn: &C, job_id: Uuid, now: i64) -> Result<(), DbErr> {
-    let Some(context) = of_current_span() else { return Ok(()) };
-    let record = row::ActiveModel {
-        research_task_job_id: Set(job_id),
-        traceparent: Set(context.traceparent),
-        tracestate: Set(context.tracestate),
-        created_at: Set(now),
-    };
-    row::Entity::insert(record).exec_without_returning(conn).await.map(drop)
+/// The row that records the current span's trace context for the new task `job_id`,
+/// when there is one (written in the creating transaction).
+pub fn row_of_current_span(job_id: Uuid, now: i64) -> Option<row::Model> {
+    let context = of_current_span()?;
+    Some(row::Model {
+        research_task_job_id: job_id,
+        traceparent: context.traceparent,
+        tracestate: context.tracestate,
+        created_at: now,
+    })
 }
 
 /// Makes `span` (not yet entered) a child of the span that created task `job_id`, when
@@ -86,7 +85,7 @@ pub async fn join_stored<C: ConnectionTrait>(conn: &C, span: &tracing::Span, job
     if !exporting() {
         return;
     }
-    let stored = match row::Entity::find_by_id(job_id).one(conn).await {
+    let stored = match crate::store::trace_contexts::find(conn, job_id).await {
         Ok(Some(stored)) => stored,
         Ok(None) => return,
         Err(error) => {

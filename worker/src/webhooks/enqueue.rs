@@ -4,42 +4,11 @@
 use entity::{
     ProgressEventType, Stage, research_task_job as job, webhook_delivery as delivery, webhook_endpoint as endpoint,
 };
-use sea_orm::{ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, sea_query::OnConflict};
+use sea_orm::{ConnectionTrait, DbErr};
+
+use crate::store::{self, webhooks::Owner};
 use serde_json::{Value, json};
 use uuid::Uuid;
-
-/// Whether the task's creator has an enabled endpoint, as one SQL condition: the event
-/// insert returns it, so the (common) event nobody subscribed to costs no second
-/// statement, and [`enqueue`] runs only when it is true.
-pub fn any_endpoint(task: &job::Model) -> sea_orm::sea_query::SimpleExpr {
-    use sea_orm::sea_query::Expr;
-    let owner =
-        [Expr::val(task.tenant_id.as_str()), Expr::val(task.knowledge_space_id), Expr::val(task.subject_id.as_str())];
-    Expr::exists(endpoints_of(owner.map(Into::into)))
-}
-
-/// [`any_endpoint`] for the task row `alias` of a statement written as PostgreSQL text
-/// (the batched claims and stage boundaries).
-pub fn any_endpoint_of(alias: &str) -> String {
-    use sea_orm::sea_query::{Expr, PostgresQueryBuilder};
-    let owner =
-        ["tenant_id", "knowledge_space_id", "subject_id"].map(|column| Expr::cust(format!("{alias}.\"{column}\"")));
-    format!("EXISTS ({})", endpoints_of(owner).to_string(PostgresQueryBuilder))
-}
-
-/// The enabled endpoints of the creator `owner` names: its tenant, space and subject.
-fn endpoints_of(owner: [sea_orm::sea_query::SimpleExpr; 3]) -> sea_orm::sea_query::SelectStatement {
-    use sea_orm::sea_query::{Expr, ExprTrait as _, Query};
-    let [tenant, space, subject] = owner;
-    Query::select()
-        .expr(Expr::val(1))
-        .from(endpoint::Entity)
-        .and_where(Expr::col(endpoint::Column::TenantId).eq(tenant))
-        .and_where(Expr::col(endpoint::Column::KnowledgeSpaceId).eq(space))
-        .and_where(Expr::col(endpoint::Column::SubjectId).eq(subject))
-        .and_where(endpoint::Column::DisabledAt.is_null())
-        .to_owned()
-}
 
 /// Queues the deliveries of one progress event (call in the event's transaction); returns
 /// whether any endpoint wanted it.
@@ -52,13 +21,9 @@ pub async fn enqueue<C: ConnectionTrait>(
     payload: &Value,
     now: i64,
 ) -> Result<bool, DbErr> {
-    let endpoints = endpoint::Entity::find()
-        .filter(endpoint::Column::TenantId.eq(task.tenant_id.as_str()))
-        .filter(endpoint::Column::KnowledgeSpaceId.eq(task.knowledge_space_id))
-        .filter(endpoint::Column::SubjectId.eq(task.subject_id.as_str()))
-        .filter(endpoint::Column::DisabledAt.is_null())
-        .all(txn)
-        .await?;
+    let owner =
+        Owner { tenant_id: &task.tenant_id, knowledge_space_id: task.knowledge_space_id, subject_id: &task.subject_id };
+    let endpoints = store::webhooks::enabled_endpoints(txn, owner).await?;
     let kind = event_name(event_type);
     let wanted: Vec<endpoint::Model> = endpoints
         .into_iter()
@@ -81,35 +46,31 @@ pub async fn enqueue<C: ConnectionTrait>(
         },
     })
     .to_string();
-    let rows = wanted.iter().map(|endpoint| delivery::ActiveModel {
-        id: Set(Uuid::now_v7()),
-        endpoint_id: Set(endpoint.id),
-        tenant_id: Set(task.tenant_id.clone()),
-        research_task_job_id: Set(task.id),
-        event_type: Set(kind.clone()),
-        stage: Set(stage.as_str().to_owned()),
-        sequence: Set(sequence),
-        body: Set(body.clone()),
-        status: Set("pending".to_owned()),
-        attempts: Set(0),
-        next_attempt_at: Set(now),
-        lock_token: Set(None),
-        locked_by: Set(None),
-        locked_until: Set(None),
-        last_status_code: Set(None),
-        last_error: Set(None),
-        created_at: Set(now),
-        updated_at: Set(now),
-        delivered_at: Set(None),
-    });
-    let on_conflict = OnConflict::columns([
-        delivery::Column::EndpointId,
-        delivery::Column::ResearchTaskJobId,
-        delivery::Column::Sequence,
-    ])
-    .do_nothing()
-    .to_owned();
-    delivery::Entity::insert_many(rows).on_conflict(on_conflict).exec_without_returning(txn).await?;
+    let rows = wanted
+        .iter()
+        .map(|endpoint| delivery::Model {
+            id: Uuid::now_v7(),
+            endpoint_id: endpoint.id,
+            tenant_id: task.tenant_id.clone(),
+            research_task_job_id: task.id,
+            event_type: kind.clone(),
+            stage: stage.as_str().to_owned(),
+            sequence,
+            body: body.clone(),
+            status: "pending".to_owned(),
+            attempts: 0,
+            next_attempt_at: now,
+            lock_token: None,
+            locked_by: None,
+            locked_until: None,
+            last_status_code: None,
+            last_error: None,
+            created_at: now,
+            updated_at: now,
+            delivered_at: None,
+        })
+        .collect();
+    store::webhooks::insert_deliveries(txn, rows).await?;
     Ok(true)
 }
 

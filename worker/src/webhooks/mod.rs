@@ -8,7 +8,7 @@ pub mod address;
 mod enqueue;
 mod send;
 
-pub use enqueue::{any_endpoint, any_endpoint_of, enqueue, event_name};
+pub use enqueue::{enqueue, event_name};
 pub use send::{DeliveryPolicy, deliver_due};
 
 use serde::Deserialize;

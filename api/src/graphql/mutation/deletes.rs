@@ -6,8 +6,8 @@ use async_graphql::{Context, Object};
 use entity::MemberRole;
 use serde_json::json;
 use uuid::Uuid;
-use worker::db::begin_write;
 use worker::lifecycle;
+use worker::store::begin_write;
 
 use crate::error::{ApiError, IntoGql};
 use crate::graphql::access::{require_role, visible_task, visible_trace};

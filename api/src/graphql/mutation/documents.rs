@@ -4,8 +4,8 @@
 use async_graphql::{Context, Object};
 use entity::MemberRole;
 use uuid::Uuid;
-use worker::db::begin_write;
 use worker::knowledge::index::Indexing;
+use worker::store::begin_write;
 
 use crate::auth::Principal;
 use crate::error::{ApiError, IntoGql};

@@ -2,7 +2,7 @@
 use async_graphql::{Context, Object};
 use entity::{MemberRole, api_key};
 use uuid::Uuid;
-use worker::db::begin_write;
+use worker::store::begin_write;
 
 use crate::auth::Principal;
 use crate::error::{ApiError, IntoGql};

@@ -3,7 +3,7 @@ use async_graphql::{Context, Object};
 use entity::{MemberRole, member};
 use serde_json::{Value, json};
 use uuid::Uuid;
-use worker::db::begin_write;
+use worker::store::begin_write;
 
 use crate::error::{ApiError, IntoGql};
 use crate::graphql::access::require_role;

@@ -4,7 +4,7 @@
 use async_graphql::{Context, Object};
 use entity::now_millis;
 use uuid::Uuid;
-use worker::db::begin_write;
+use worker::store::begin_write;
 
 use crate::error::{ApiError, IntoGql};
 use crate::graphql::access::{owned_endpoint, space_access};

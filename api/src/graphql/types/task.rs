@@ -7,7 +7,7 @@ use entity::{
 };
 use serde_json::Value;
 use uuid::Uuid;
-use worker::journal;
+use worker::store::journal;
 
 use super::{AnswerTrace, ResearchTaskPartialResult, ResearchTaskProgressEvent, datetime};
 use crate::error::{ApiError, IntoGql};

@@ -1,11 +1,8 @@
--- A chunk of claims in one statement (PostgreSQL): `$1` is a JSON array with one object
--- per job, each already locked by this transaction (`FOR UPDATE SKIP LOCKED`), due, with
--- attempts left and not paused (see `claim_many.rs`). Each row gets its own lease; a job
--- claimed from `queued` moves to its first stage and gets its `started` event; the job's
--- open delivery becomes `leased`, with any publisher's lock released.
--- The markers in braces are rules this crate states once, filled in before the statement
--- is first used (`row::postgres_statement`): the grant, the creator's webhook endpoints
--- and the delivery status tests.
+-- Leases in one statement (PostgreSQL). `$1` is a JSON array with one object per task,
+-- each a row this transaction already locked (`FOR UPDATE SKIP LOCKED`) and the lifecycle
+-- decided to lease (see `store::claims`): its new token, worker, stage, lease expiry, time
+-- and, when it starts now, its `started` event. `$2` lists the outbox statuses a claim
+-- marks, `$3` the status it marks them with.
 WITH "input" AS MATERIALIZED (
     SELECT * FROM jsonb_to_recordset(CAST($1 AS jsonb)) AS c(
         "id" uuid, "token" uuid, "worker_id" text, "stage" text, "lease_expires_at" bigint, "now" bigint,
@@ -28,7 +25,7 @@ WITH "input" AS MATERIALIZED (
       AND j."id" = c."id"
     RETURNING j.*
 ),
--- The first claim's event; the job's row lock (held since the rows were chosen) keeps its
+-- The `started` events; each job's row lock (held since its row was chosen) keeps its
 -- sequence the last one plus one.
 "started" AS (
     INSERT INTO "research_task_progress_events"
@@ -37,32 +34,29 @@ WITH "input" AS MATERIALIZED (
     SELECT CAST(c."started" ->> 'id' AS uuid), l."tenant_id", l."knowledge_space_id", l."id",
            COALESCE((SELECT MAX(e."sequence") FROM "research_task_progress_events" AS e
                      WHERE e."research_task_job_id" = l."id"), 0) + 1,
-           'started', 'research_task.started', l."stage", c."started" -> 'payload', c."now"
+           c."started" ->> 'key', c."started" ->> 'event_type', l."stage", c."started" -> 'payload', c."now"
     FROM "leased" AS l
     JOIN "input" AS c ON c."id" = l."id"
     WHERE c."started" IS NOT NULL
     ON CONFLICT ("research_task_job_id", "idempotency_key") DO NOTHING
     RETURNING "research_task_job_id", "sequence"
 ),
-"delivered" AS (
+"marked" AS (
     UPDATE "research_task_outbox" AS o SET
-        "status" = 'leased', "lock_token" = NULL, "locked_by" = NULL, "locked_until" = NULL, "updated_at" = c."now"
+        "status" = $3, "lock_token" = NULL, "locked_by" = NULL, "locked_until" = NULL, "updated_at" = c."now"
     FROM "leased" AS l
     JOIN "input" AS c ON c."id" = l."id"
-    -- (A status test no index serves, as in `delivery::move_unlocked`.)
+    -- (A status test no index serves: the job's own index finds its few rows; see
+    -- `store::outbox`.)
     WHERE o."research_task_job_id" = l."id"
-      AND {DELIVERY_UNLEASED}
+      AND (o."status" || '') = ANY (CAST($2 AS text[]))
     RETURNING o."research_task_job_id"
 )
-SELECT l.*,
+SELECT "job".*,
        CASE WHEN c."started" IS NULL THEN NULL
             ELSE COALESCE(s."sequence", (SELECT e."sequence" FROM "research_task_progress_events" AS e
-                                         WHERE e."research_task_job_id" = l."id" AND e."idempotency_key" = 'started'))
+                                         WHERE e."research_task_job_id" = "job"."id"
+                                           AND e."idempotency_key" = c."started" ->> 'key'))
        END AS "started_sequence",
        s."sequence" IS NOT NULL AS "started_new",
-       {ANY_ENDPOINT} AS "any_endpoint",
-       -- The grant, checked here so the run need not ask again before its first stage.
-       {GRANT_HOLDS} AS "grant_holds"
-FROM "leased" AS l
-JOIN "input" AS c ON c."id" = l."id"
-LEFT JOIN "started" AS s ON s."research_task_job_id" = l."id"
+       -- Whether the task's creator has an enabled webhook endpoint (any_endpoint.sql follows).

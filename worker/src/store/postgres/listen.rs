@@ -2,31 +2,46 @@
 //! [`TaskSignal`] on the process's [`Notifier`], which the worker loops and the API's live
 //! subscriptions both follow. Notifications sent while the connection is down are lost,
 //! so every (re)connect calls `on_gap`: whoever listens re-reads from the database.
+//! Also where the signals a commit announces are queued: one NOTIFY per
+//! [`SIGNALS_PER_NOTIFY`](crate::notify::SIGNALS_PER_NOTIFY) of them, delivered at commit.
 use std::time::Duration;
 
 use sea_orm::sqlx::postgres::PgListener;
-use sea_orm::{DatabaseBackend, DatabaseConnection};
+use sea_orm::{ConnectionTrait, DatabaseBackend, DatabaseConnection, DbErr, Statement};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::notify::{CHANNEL, Notifier, TaskSignal};
-use crate::outbox::QUEUE_CHANNEL;
+use crate::notify::{Notifier, SIGNALS_PER_NOTIFY, TaskSignal};
+
+/// The channel every process listens on.
+pub(crate) const CHANNEL: &str = "kfs_research_task";
+
+/// Queues the NOTIFYs of `signals` in the transaction, delivered at commit (never before,
+/// never when it rolls back): each payload a JSON list of up to [`SIGNALS_PER_NOTIFY`].
+pub(crate) async fn announce<C: ConnectionTrait>(txn: &C, signals: &[TaskSignal]) -> Result<(), DbErr> {
+    for batch in signals.chunks(SIGNALS_PER_NOTIFY) {
+        let payload = serde_json::to_string(batch).map_err(|error| DbErr::Custom(error.to_string()))?;
+        let statement = Statement::from_sql_and_values(
+            DatabaseBackend::Postgres,
+            "SELECT pg_notify($1, $2)",
+            [CHANNEL.into(), payload.into()],
+        );
+        txn.execute_raw(statement).await?;
+    }
+    Ok(())
+}
 
 /// How long to wait before connecting again after the listener failed.
 const RECONNECT_PAUSE: Duration = Duration::from_millis(250);
 
-/// Starts the listener when the database is PostgreSQL; does nothing on SQLite, where every
-/// writer is in this process and signals travel in-process only.
-pub fn spawn_postgres_listener(
+/// Starts the listener.
+pub(crate) fn spawn(
     db: &DatabaseConnection,
     notifier: Notifier,
     on_gap: impl Fn() + Send + Sync + 'static,
     shutdown: CancellationToken,
     tracker: &TaskTracker,
 ) {
-    if db.get_database_backend() != DatabaseBackend::Postgres {
-        return;
-    }
     let pool = db.get_postgres_connection_pool().clone();
     tracker.spawn(async move {
         loop {
@@ -53,7 +68,7 @@ async fn listen(
     on_gap: &(impl Fn() + Send + Sync),
 ) -> Result<(), sea_orm::sqlx::Error> {
     let mut listener = PgListener::connect_with(pool).await?;
-    listener.listen_all([CHANNEL, QUEUE_CHANNEL]).await?;
+    listener.listen(CHANNEL).await?;
     // Anything notified before LISTEN took effect was missed.
     on_gap();
     loop {
@@ -63,12 +78,6 @@ async fn listen(
             on_gap();
             continue;
         };
-        if notification.channel() == QUEUE_CHANNEL {
-            // A queue message names deliveries, not one task: it only tells workers that
-            // work is due somewhere.
-            notifier.work_due();
-            continue;
-        }
         // One task's signal, or (from a commit that changed several, such as a batch of
         // claims) a list of them.
         match serde_json::from_str::<Signals>(notification.payload()) {

@@ -1,0 +1,53 @@
+//! Permission snapshots, and the grant rule: whether a snapshot still holds, and if not
+//! why, written once per backend as SQL (`postgres/sql/grant_denial.sql`,
+//! `sqlite/sql/grant_denial.sql`) and used by every statement that asks (these verdicts,
+//! the fenced stage boundary, the batched claim, the task reads), so the rule has no twin.
+use std::collections::HashMap;
+
+use entity::{GrantDenial, permission_snapshot as snapshot};
+use sea_orm::{ConnectionTrait, DbErr, EntityTrait, Statement};
+use uuid::Uuid;
+
+use super::{Dialect, dialect};
+
+/// Writes a permission snapshot (decided by the caller) and returns it.
+pub async fn insert_snapshot<C: ConnectionTrait>(conn: &C, row: snapshot::Model) -> Result<snapshot::Model, DbErr> {
+    use sea_orm::{ActiveModelTrait as _, IntoActiveModel as _};
+    snapshot::Entity::insert(row.into_active_model().reset_all()).exec_with_returning(conn).await
+}
+
+/// Whether each snapshot of `ids` holds at `now`: `None` when it does, else why not (an
+/// unknown id is `Missing`). One statement however many there are.
+pub async fn verdicts<C: ConnectionTrait>(
+    conn: &C,
+    ids: &[Uuid],
+    now: i64,
+) -> Result<HashMap<Uuid, Option<GrantDenial>>, DbErr> {
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let backend = conn.get_database_backend();
+    let statement = match dialect(conn) {
+        Dialect::Postgres => {
+            Statement::from_sql_and_values(backend, super::postgres::GRANT_VERDICTS, [ids.to_vec().into(), now.into()])
+        }
+        Dialect::Sqlite => Statement::from_sql_and_values(
+            backend,
+            super::sqlite::GRANT_VERDICTS,
+            [super::sqlite::id_list(ids), now.into()],
+        ),
+    };
+    let mut verdicts: HashMap<Uuid, Option<GrantDenial>> =
+        ids.iter().map(|id| (*id, Some(GrantDenial::Missing))).collect();
+    for row in conn.query_all_raw(statement).await? {
+        let id: Uuid = row.try_get("", "snapshot_id")?;
+        let denial: Option<String> = row.try_get("", "denial")?;
+        verdicts.insert(id, denial.as_deref().map(GrantDenial::from_label));
+    }
+    Ok(verdicts)
+}
+
+/// The one snapshot's verdict ([`verdicts`] of one).
+pub async fn verdict<C: ConnectionTrait>(conn: &C, id: Uuid, now: i64) -> Result<Option<GrantDenial>, DbErr> {
+    Ok(verdicts(conn, &[id], now).await?.remove(&id).unwrap_or(Some(GrantDenial::Missing)))
+}

@@ -1,0 +1,4 @@
+-- A task row's lease token and stage, with its grant's verdict at `?2` (epoch ms): what a
+-- stage boundary's fence checks (the IMMEDIATE transaction holds the write lock).
+-- (grant_denial.sql follows this piece.)
+SELECT "job"."lease_token", "job"."stage", (SELECT

@@ -1,0 +1,1 @@
+  AND "knowledge_space_id" = ?

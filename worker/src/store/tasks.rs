@@ -1,0 +1,178 @@
+//! Task rows (`research_task_jobs`) as the lifecycle reads and writes them one at a time:
+//! created, found, locked, written back whole once the lifecycle decided every column, and
+//! their leases renewed. The batched writes of the hot paths are `boundaries` and
+//! `claims`.
+use std::collections::HashSet;
+
+use entity::{Stage, research_task_job as job};
+use sea_orm::sea_query::{LockBehavior, LockType, Query};
+use sea_orm::{
+    ActiveModelTrait as _, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel as _, QueryFilter,
+    QuerySelect, Statement,
+};
+use uuid::Uuid;
+
+use super::{Dialect, dialect};
+
+/// A held lease as the store checks it: the job and the token its row must still carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LeasePair {
+    /// The job leased.
+    pub job_id: Uuid,
+    /// The fencing token.
+    pub token: Uuid,
+}
+
+/// The rows a new task is created with, every column decided by the caller.
+#[derive(Debug, Clone)]
+pub struct NewTaskRows {
+    /// The grant it runs under.
+    pub snapshot: entity::permission_snapshot::Model,
+    /// The task.
+    pub task: job::Model,
+    /// The trace context of the request that created it, when spans are exported.
+    pub trace_context: Option<entity::research_task_trace_context::Model>,
+    /// Its first outbox entry.
+    pub outbox: entity::research_task_outbox::Model,
+}
+
+/// Writes a new task with its grant, trace context and first outbox entry; returns the
+/// task as written.
+pub async fn create<C: ConnectionTrait>(txn: &C, rows: NewTaskRows) -> Result<job::Model, DbErr> {
+    use entity::{permission_snapshot as snapshot, research_task_outbox as outbox};
+    snapshot::Entity::insert(rows.snapshot.into_active_model().reset_all()).exec_without_returning(txn).await?;
+    job::Entity::insert(rows.task.clone().into_active_model().reset_all()).exec_without_returning(txn).await?;
+    if let Some(context) = rows.trace_context {
+        super::trace_contexts::insert(txn, context).await?;
+    }
+    outbox::Entity::insert(rows.outbox.into_active_model().reset_all()).exec_without_returning(txn).await?;
+    Ok(rows.task)
+}
+
+/// The task row, if there is one.
+pub async fn find<C: ConnectionTrait>(conn: &C, id: Uuid) -> Result<Option<job::Model>, DbErr> {
+    job::Entity::find_by_id(id).one(conn).await
+}
+
+/// Reads the task row and locks it until the transaction ends: `SELECT … FOR UPDATE` on
+/// PostgreSQL; SQLite's write transactions begin IMMEDIATE and already hold the one write
+/// lock.
+pub async fn lock<C: ConnectionTrait>(txn: &C, id: Uuid) -> Result<Option<job::Model>, DbErr> {
+    let mut query = job::Entity::find_by_id(id);
+    if dialect(txn) == Dialect::Postgres {
+        query = query.lock(LockType::Update);
+    }
+    query.one(txn).await
+}
+
+/// Writes the task row back as the caller decided it (every column), under the row lock
+/// the caller holds; returns it as written.
+pub async fn save<C: ConnectionTrait>(txn: &C, row: job::Model) -> Result<job::Model, DbErr> {
+    row.into_active_model().reset_all().update(txn).await
+}
+
+/// Why a lease holder's boundary would not land now, read under the row's lock: the lease
+/// is gone, the stage moved under it, or the task's grant no longer holds. `None` when it
+/// would land.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fence {
+    /// The row no longer carries the lease's token (re-claimed, canceled, paused, deleted).
+    LeaseLost,
+    /// The row moved to this stage under the lease.
+    StageMoved(Stage),
+    /// The grant died, for this reason.
+    GrantDenied(entity::GrantDenial),
+}
+
+/// The fence of a boundary of `lease` from `from_stage` at `now`, checked under the row's
+/// lock (taken here, held until the transaction ends): what would keep it out, if anything.
+pub async fn fence<C: ConnectionTrait>(
+    txn: &C,
+    lease: LeasePair,
+    from_stage: Stage,
+    now: i64,
+) -> Result<Option<Fence>, DbErr> {
+    let backend = txn.get_database_backend();
+    let (sql, id) = match dialect(txn) {
+        Dialect::Postgres => (super::postgres::FENCE, lease.job_id.into()),
+        Dialect::Sqlite => (super::sqlite::FENCE, lease.job_id.into()),
+    };
+    let statement = Statement::from_sql_and_values(backend, sql, [id, now.into()]);
+    let Some(row) = txn.query_one_raw(statement).await? else {
+        return Ok(Some(Fence::LeaseLost));
+    };
+    let token: Option<Uuid> = row.try_get("", "lease_token")?;
+    let stage: Stage = row.try_get("", "stage")?;
+    let denial: Option<String> = row.try_get("", "denial")?;
+    Ok(if token != Some(lease.token) {
+        Some(Fence::LeaseLost)
+    } else if stage != from_stage {
+        Some(Fence::StageMoved(stage))
+    } else {
+        denial.as_deref().map(|denial| Fence::GrantDenied(entity::GrantDenial::from_label(denial)))
+    })
+}
+
+/// The most leases one renewal statement names (two parameters each, well under both
+/// databases' limits).
+const RENEWAL_BATCH: usize = 10_000;
+
+/// Extends each lease of `leases` to `now + lease_ms`, each row only while it still
+/// carries its own lease's token; returns the jobs whose lease was lost. Lease internals
+/// only: neither `row_version` nor `updated_at` moves. One statement per 10,000 leases in
+/// the common case; a second names the lost ones when any were.
+///
+/// On PostgreSQL a row locked right now is skipped rather than waited for (it is most
+/// often this worker's own boundary, which renews the lease itself): a skipped row still
+/// carries its token, so it is not counted lost, and the next renewal takes it. A single
+/// lease (a signal's check) waits, so nothing renewed then means lost.
+pub async fn renew_leases<C: ConnectionTrait>(
+    conn: &C,
+    leases: &[LeasePair],
+    lease_ms: i64,
+    now: i64,
+) -> Result<Vec<Uuid>, DbErr> {
+    let mut lost = Vec::new();
+    for batch in leases.chunks(RENEWAL_BATCH) {
+        // Tokens are unique to the claim that issued them, so a row matching both lists
+        // carries exactly its own lease's token.
+        let ids: Vec<Uuid> = batch.iter().map(|lease| lease.job_id).collect();
+        let tokens: Vec<Uuid> = batch.iter().map(|lease| lease.token).collect();
+        let mut held_rows = Query::select()
+            .column(job::Column::Id)
+            .from(job::Entity)
+            .and_where(job::Column::Id.is_in(ids.clone()))
+            .and_where(job::Column::LeaseToken.is_in(tokens.clone()))
+            .to_owned();
+        let skip_locked = batch.len() > 1 && dialect(conn) == Dialect::Postgres;
+        if skip_locked {
+            held_rows.lock_with_behavior(LockType::Update, LockBehavior::SkipLocked);
+        }
+        let result = job::Entity::update_many()
+            .col_expr(job::Column::LeaseExpiresAt, now.saturating_add(lease_ms).into())
+            .col_expr(job::Column::HeartbeatAt, now.into())
+            .filter(job::Column::Id.in_subquery(held_rows))
+            .exec(conn)
+            .await?;
+        if result.rows_affected == batch.len() as u64 {
+            continue;
+        }
+        // None renewed without skipping: all lost, no lookup.
+        if result.rows_affected == 0 && !skip_locked {
+            lost.extend(ids);
+            continue;
+        }
+        let held: HashSet<Uuid> = job::Entity::find()
+            .select_only()
+            .column(job::Column::Id)
+            .filter(job::Column::Id.is_in(ids.clone()))
+            .filter(job::Column::LeaseToken.is_in(tokens))
+            .into_tuple::<Uuid>()
+            .all(conn)
+            .await?
+            .into_iter()
+            .collect();
+        lost.extend(ids.into_iter().filter(|id| !held.contains(id)));
+    }
+    Ok(lost)
+}
