@@ -48,6 +48,12 @@ pub struct Settings {
     pub jwks_max_age_seconds: u64,
     /// `KFS_EMBEDDED_WORKER`: run the worker loops in this process.
     pub embedded_worker: bool,
+    /// `KFS_DEVELOPMENT`: development mode, where the public development JWT secret is
+    /// accepted and GraphiQL opens with a development token. Unset, it is on for the
+    /// embedded database (a file in this process) and off for a database server, which it
+    /// may never be on for ([`Settings::development_mode`]).
+    #[serde(default)]
+    pub development: Option<bool>,
     /// `KFS_MAX_CONTENT_BYTES`: the largest document content accepted, in UTF-8 bytes.
     pub max_content_bytes: usize,
     /// `KFS_MAX_BODY_BYTES`: the largest request body accepted. Unset, it follows the
@@ -216,9 +222,11 @@ impl Settings {
         }
     }
 
-    /// Whether this runs on the embedded SQLite database.
-    pub fn is_sqlite(&self) -> bool {
-        self.database_url.starts_with("sqlite")
+    /// Whether development mode is on (`KFS_DEVELOPMENT`, by default on for the embedded
+    /// database only). It is never on for a database server: there a real JWT secret or an
+    /// identity provider must be configured.
+    pub fn development_mode(&self) -> bool {
+        worker::db::is_embedded(&self.database_url) && self.development.unwrap_or(true)
     }
 
     /// Whether the JWT secret is the public development one.
@@ -226,34 +234,14 @@ impl Settings {
         self.jwt_secret.expose_secret() == DEVELOPMENT_JWT_SECRET
     }
 
-    /// The database for people to read, without any credential the URL carries: the
-    /// SQLite file, or the PostgreSQL database and where it is.
+    /// The database for people to read, without any credential the URL carries.
     pub fn describe_database(&self) -> String {
-        if let Some(rest) = self.database_url.strip_prefix("sqlite://") {
-            let path = rest.split('?').next().unwrap_or_default();
-            return format!("SQLite file {path} (created and migrated on start)");
-        }
-        match self.database_url.parse::<sea_orm::sqlx::postgres::PgConnectOptions>() {
-            Ok(options) => format!(
-                "PostgreSQL database {} on {}:{}",
-                options.get_database().unwrap_or("(default)"),
-                options.get_host(),
-                options.get_port()
-            ),
-            Err(_) => "the database DATABASE_URL names".to_owned(),
-        }
+        worker::db::describe(&self.database_url)
     }
 
-    /// Creates the directory of a SQLite file database so the first start just works.
+    /// Creates the directory of an embedded database file, so the first start just works.
     pub fn prepare_storage(&self) -> std::io::Result<()> {
-        let Some(rest) = self.database_url.strip_prefix("sqlite://") else {
-            return Ok(());
-        };
-        let path = rest.split('?').next().unwrap_or_default();
-        match Path::new(path).parent() {
-            Some(dir) if !dir.as_os_str().is_empty() && path != ":memory:" => std::fs::create_dir_all(dir),
-            _ => Ok(()),
-        }
+        worker::db::prepare_storage(&self.database_url)
     }
 }
 
@@ -281,7 +269,7 @@ mod tests {
             assert_eq!(settings.worker.lease_ms, 5000);
             assert_eq!(settings.worker.poll_interval_ms, 250);
             assert_eq!(settings.database_url, "postgres://db.example/kfs");
-            assert!(!settings.is_sqlite());
+            assert!(!settings.development_mode());
             Ok(())
         });
     }
@@ -320,7 +308,7 @@ mod tests {
         Jail::expect_with(|jail| {
             jail.clear_env();
             let settings = Settings::load(None).map_err(|error| error.to_string())?;
-            assert!(settings.is_sqlite() && settings.embedded_worker && settings.uses_development_secret());
+            assert!(settings.development_mode() && settings.embedded_worker && settings.uses_development_secret());
             assert_eq!(settings.listen_addr.to_string(), "127.0.0.1:8000");
             Ok(())
         });

@@ -142,7 +142,49 @@ impl From<worker::knowledge::index::SplitError> for ApiError {
 
 impl From<DbErr> for ApiError {
     fn from(error: DbErr) -> Self {
-        crate::store::constraint::classify(error)
+        classify(error)
+    }
+}
+
+// Database constraint violations as client errors, decided by the constraint's name (the
+// store reads the name from whichever backend refused the row).
+
+/// A constraint a client can trip, and what it means to them.
+struct Known {
+    /// The constraint or index name.
+    name: &'static str,
+    /// The client's error.
+    answer: fn() -> ApiError,
+}
+
+const KNOWN: &[Known] = &[
+    Known {
+        name: "knowledge_space_members_scope_subject_uq",
+        answer: || ApiError::conflict("the subject is already a member of this knowledge space"),
+    },
+    Known {
+        name: "knowledge_space_members_role_ck",
+        answer: || ApiError::bad_input("role is not a knowledge space role"),
+    },
+    Known {
+        name: "research_task_jobs_positive_ck",
+        answer: || ApiError::bad_input("topK must be at least 1 and budgetUsd at least 0"),
+    },
+];
+
+/// Classifies a database error: the store says what it means (whichever backend said
+/// it); a constraint this table knows becomes its client error, anything else is internal.
+fn classify(error: DbErr) -> ApiError {
+    match worker::store::classify(&error) {
+        worker::store::Refusal::Unavailable => ApiError::Unavailable(error.into()),
+        // A row that names something gone: the space (or key, or task) was deleted, or its
+        // tenant erased, between the request's access check and its write.
+        worker::store::Refusal::Missing => ApiError::NotFound,
+        worker::store::Refusal::Constraint(name) => match KNOWN.iter().find(|known| known.name == name) {
+            Some(known) => (known.answer)(),
+            None => ApiError::internal(error),
+        },
+        worker::store::Refusal::Other => ApiError::internal(error),
     }
 }
 
@@ -192,5 +234,16 @@ pub trait IntoGql<T> {
 impl<T> IntoGql<T> for Result<T, ApiError> {
     fn gql(self) -> async_graphql::Result<T> {
         self.map_err(|error| error.extend())
+    }
+}
+
+#[cfg(test)]
+mod constraint_tests {
+    use super::*;
+
+    #[test]
+    fn errors_that_are_not_violations_stay_internal() {
+        let answer = classify(DbErr::Custom("boom".into()));
+        assert_eq!(answer.code(), "INTERNAL_SERVER_ERROR");
     }
 }

@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+pub mod audit;
 pub mod auth;
 pub mod config;
 pub mod error;
@@ -9,4 +10,3 @@ pub mod live;
 pub mod rate;
 pub mod server;
 pub mod state;
-pub mod store;

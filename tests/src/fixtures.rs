@@ -100,7 +100,7 @@ pub async fn document_as(
     content: &str,
     media_type: MediaType,
 ) -> anyhow::Result<knowledge_document::Model> {
-    let new = api::store::documents::NewDocument {
+    let new = worker::store::documents::NewDocument {
         tenant_id: author.tenant_id.clone(),
         knowledge_space_id: author.knowledge_space_id,
         title: title.to_owned(),
@@ -109,6 +109,7 @@ pub async fn document_as(
         source_uri: None,
         metadata: json!({}),
         created_by: author.subject_id.clone(),
+        indexing_status: entity::IndexingStatus::Ready,
     };
     add_document(db, new, Indexing { chunk: Default::default(), embeddings_on: false }).await
 }
@@ -117,12 +118,16 @@ pub async fn document_as(
 /// passages in one transaction.
 pub async fn add_document(
     db: &TestDb,
-    new: api::store::documents::NewDocument,
+    new: worker::store::documents::NewDocument,
     indexing: Indexing,
 ) -> anyhow::Result<knowledge_document::Model> {
     let chunks = worker::knowledge::index::Splitter::new(indexing.chunk).split(&new.content, new.media_type).await?;
     let txn = worker::store::begin_write(&db.db).await?;
-    let document = api::store::documents::add(&txn, new, &chunks, indexing.embeddings_on, now_millis()).await?;
+    let new = worker::store::documents::NewDocument {
+        indexing_status: worker::knowledge::index::initial_status(indexing.embeddings_on),
+        ..new
+    };
+    let document = worker::store::documents::add(&txn, new, &chunks, now_millis()).await?;
     txn.commit().await?;
     Ok(document)
 }

@@ -119,7 +119,7 @@ pub async fn load(db: &TestDb, corpus: &Corpus, indexing: Indexing) -> anyhow::R
     let space = fixtures::space(db).await?;
     let mut keys = HashMap::new();
     for document in &corpus.documents {
-        let new = api::store::documents::NewDocument {
+        let new = worker::store::documents::NewDocument {
             tenant_id: space.tenant_id.clone(),
             knowledge_space_id: space.id,
             title: document.title.clone(),
@@ -128,6 +128,7 @@ pub async fn load(db: &TestDb, corpus: &Corpus, indexing: Indexing) -> anyhow::R
             source_uri: None,
             metadata: json!({ "key": document.key }),
             created_by: "evaluation".to_owned(),
+            indexing_status: worker::knowledge::index::initial_status(indexing.embeddings_on),
         };
         let stored = fixtures::add_document(db, new, indexing).await?;
         keys.insert(stored.id, document.key.clone());

@@ -122,11 +122,48 @@ pub async fn migrate(db: &DatabaseConnection) -> Result<(), DbErr> {
     Ok(())
 }
 
-/// Whether the connection is PostgreSQL (row locks, NOTIFY) rather than SQLite.
-pub fn is_postgres(backend: DatabaseBackend) -> bool {
-    backend == DatabaseBackend::Postgres
+/// The pool's open and idle connections, where the driver reports them (PostgreSQL).
+pub fn pool_connections(db: &DatabaseConnection) -> Option<(u32, usize)> {
+    if db.get_database_backend() != DatabaseBackend::Postgres {
+        return None;
+    }
+    let pool = db.get_postgres_connection_pool();
+    Some((pool.size(), pool.num_idle()))
 }
 
-/// The stages of unfinished tasks, as the partial index of unfinished tasks names them (a
-/// query naming exactly this list reads that index).
-pub use migration::UNFINISHED;
+/// Whether `url` names the embedded database (a SQLite file in this process) rather than
+/// a database server.
+pub fn is_embedded(url: &str) -> bool {
+    url.starts_with("sqlite:")
+}
+
+/// The database `url` names, for people to read, without any credential it carries: the
+/// SQLite file, or the PostgreSQL database and where it is.
+pub fn describe(url: &str) -> String {
+    if let Some(rest) = url.strip_prefix("sqlite://") {
+        let path = rest.split('?').next().unwrap_or_default();
+        return format!("SQLite file {path} (created and migrated on start)");
+    }
+    match url.parse::<sea_orm::sqlx::postgres::PgConnectOptions>() {
+        Ok(options) => format!(
+            "PostgreSQL database {} on {}:{}",
+            options.get_database().unwrap_or("(default)"),
+            options.get_host(),
+            options.get_port()
+        ),
+        Err(_) => "the database DATABASE_URL names".to_owned(),
+    }
+}
+
+/// Creates the directory of the SQLite file `url` names, so the first start just works
+/// (nothing to do for a database server or an in-memory database).
+pub fn prepare_storage(url: &str) -> std::io::Result<()> {
+    let Some(rest) = url.strip_prefix("sqlite://") else {
+        return Ok(());
+    };
+    let path = rest.split('?').next().unwrap_or_default();
+    match std::path::Path::new(path).parent() {
+        Some(dir) if !dir.as_os_str().is_empty() && path != ":memory:" => std::fs::create_dir_all(dir),
+        _ => Ok(()),
+    }
+}

@@ -49,6 +49,7 @@ impl StageContext<'_> {
 }
 
 pub use crate::cost::CostReport;
+pub use crate::tokens::estimate_tokens;
 
 /// Any error a stage may pass on as its cause.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -267,11 +268,6 @@ impl BuiltinEngine {
             per_million(self.settings.output_usd_per_1k_tokens),
         )
     }
-}
-
-/// Roughly four characters per token, the usual rule of thumb for English.
-pub fn estimate_tokens(text: &str) -> i64 {
-    (text.chars().count() as i64 + 3) / 4
 }
 
 #[async_trait]

@@ -89,56 +89,6 @@ impl Verdict {
     }
 }
 
-/// The rule of [`check_many`] as one SQL condition, for reads that fetch a row and the
-/// validity of its grant in one statement: true when the snapshot that `snapshot_column`
-/// (a qualified column, `"research_task_jobs"."permission_snapshot_id"`) names still
-/// holds at `now`. A member's grant holds while that membership is current at the
-/// snapshot's revision; a key's while the key is unrevoked, at the snapshot's revision,
-/// and neither the key nor the snapshot has expired. `grant_sql_agrees_with_check` (e2e)
-/// holds the two versions to the same verdicts.
-pub fn holds_sql(backend: sea_orm::DatabaseBackend, snapshot_column: &str, now: i64) -> sea_orm::sea_query::Expr {
-    // sea-query's custom expressions take `$n` on PostgreSQL (where `?` is an operator)
-    // and `?` elsewhere.
-    let sql = match backend {
-        sea_orm::DatabaseBackend::Postgres => holds_condition(backend, snapshot_column, "$1", "$2"),
-        _ => holds_condition(backend, snapshot_column, "?", "?"),
-    };
-    sea_orm::sea_query::Expr::cust_with_values(sql, [now, now])
-}
-
-/// [`holds_sql`]'s rule as SQL text in which "now" (epoch milliseconds) is the expression
-/// `now_sql`, such as a column of a statement that checks many grants at once, each at its
-/// own time.
-pub fn holds_at(backend: sea_orm::DatabaseBackend, snapshot_column: &str, now_sql: &str) -> String {
-    holds_condition(backend, snapshot_column, now_sql, now_sql)
-}
-
-/// The rule's text; the key's and the snapshot's expiry each compare with their own
-/// reading of "now" (two placeholders, or one expression twice).
-fn holds_condition(
-    backend: sea_orm::DatabaseBackend,
-    snapshot_column: &str,
-    key_now: &str,
-    snapshot_now: &str,
-) -> String {
-    let snapshot_expiry_passed = match backend {
-        sea_orm::DatabaseBackend::Postgres => {
-            format!("\"gs\".\"api_key_expires_at\" > to_timestamp(CAST({snapshot_now} AS double precision) / 1000)")
-        }
-        _ => format!("unixepoch(\"gs\".\"api_key_expires_at\", 'subsec') * 1000 > {snapshot_now}"),
-    };
-    format!(
-        "EXISTS (SELECT 1 FROM \"knowledge_space_permission_snapshots\" AS \"gs\" WHERE \"gs\".\"id\" = {snapshot_column} AND (\
-         (\"gs\".\"api_key_id\" IS NULL AND EXISTS (SELECT 1 FROM \"knowledge_space_members\" AS \"gm\" \
-           WHERE \"gm\".\"tenant_id\" = \"gs\".\"tenant_id\" AND \"gm\".\"knowledge_space_id\" = \"gs\".\"knowledge_space_id\" \
-           AND \"gm\".\"subject_id\" = \"gs\".\"subject_id\" AND \"gm\".\"removed_at\" IS NULL AND \"gm\".\"revision\" = \"gs\".\"revision\")) \
-         OR (\"gs\".\"api_key_id\" IS NOT NULL AND EXISTS (SELECT 1 FROM \"knowledge_space_api_keys\" AS \"gk\" \
-           WHERE \"gk\".\"id\" = \"gs\".\"api_key_id\" AND \"gk\".\"revoked_at\" IS NULL AND \"gk\".\"revision\" = \"gs\".\"api_key_revision\" \
-           AND (\"gk\".\"expires_at\" IS NULL OR \"gk\".\"expires_at\" > {key_now})) \
-           AND (\"gs\".\"api_key_expires_at\" IS NULL OR {snapshot_expiry_passed}))))"
-    )
-}
-
 /// Whether the grant holds at `now` (the grant rule, in the store).
 pub async fn check<C: ConnectionTrait>(conn: &C, snapshot_id: Uuid, now: i64) -> Result<Verdict, DbErr> {
     Ok(crate::store::grants::verdict(conn, snapshot_id, now).await?.map_or(Verdict::Holds, Verdict::Denied))

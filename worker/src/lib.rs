@@ -17,6 +17,7 @@ pub mod remote;
 pub mod runtime;
 pub mod store;
 pub mod telemetry;
+pub mod tokens;
 pub mod webhooks;
 
 pub use config::WorkerSettings;

@@ -6,13 +6,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use entity::{OutboxStatus, Stage, research_task_job as job, research_task_outbox as outbox};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use migration::MigratorTrait as _;
-use sea_orm::{
-    ActiveEnum as _, ColumnTrait, DatabaseConnection, DbErr, EntityTrait, FromQueryResult, QueryFilter, QueryOrder,
-    QuerySelect,
-};
+use sea_orm::{ActiveEnum as _, DatabaseConnection, DbErr};
 
 /// Bucket bounds of every histogram, in seconds: request latencies at the bottom, model
 /// stages and queue waits at the top.
@@ -87,79 +83,22 @@ pub fn render() -> String {
     handle().map(PrometheusHandle::render).unwrap_or_default()
 }
 
-#[derive(FromQueryResult)]
-struct StageCount {
-    stage: Stage,
-    count: i64,
-}
-
-#[derive(FromQueryResult)]
-struct StatusCount {
-    status: OutboxStatus,
-    count: i64,
-}
-
-/// Tasks by stage, every stage listed (zero included), counted through the stage index.
-pub async fn stage_counts(db: &DatabaseConnection) -> Result<Vec<(Stage, i64)>, DbErr> {
-    let rows = job::Entity::find()
-        .select_only()
-        .column(job::Column::Stage)
-        .column_as(job::Column::Id.count(), "count")
-        .group_by(job::Column::Stage)
-        .into_model::<StageCount>()
-        .all(db)
-        .await?;
-    let count = |stage: Stage| rows.iter().find(|row| row.stage == stage).map_or(0, |row| row.count);
-    Ok(<Stage as sea_orm::Iterable>::iter().map(|stage| (stage, count(stage))).collect())
-}
-
-/// Outbox rows by status, every status listed, counted through the status index.
-pub async fn outbox_counts(db: &DatabaseConnection) -> Result<Vec<(OutboxStatus, i64)>, DbErr> {
-    let rows = outbox::Entity::find()
-        .select_only()
-        .column(outbox::Column::Status)
-        .column_as(outbox::Column::Id.count(), "count")
-        .group_by(outbox::Column::Status)
-        .into_model::<StatusCount>()
-        .all(db)
-        .await?;
-    let count = |status: OutboxStatus| rows.iter().find(|row| row.status == status).map_or(0, |row| row.count);
-    Ok(<OutboxStatus as sea_orm::Iterable>::iter().map(|status| (status, count(status))).collect())
-}
-
-/// Seconds the oldest queued task has waited (0 with none queued).
-pub async fn oldest_queued_seconds(db: &DatabaseConnection, now: i64) -> Result<f64, DbErr> {
-    let oldest = job::Entity::find()
-        .filter(job::Column::Stage.eq(Stage::Queued))
-        .order_by_asc(job::Column::CreatedAt)
-        .one(db)
-        .await?;
-    Ok(oldest.map_or(0.0, |row| (now - row.created_at).max(0) as f64 / 1000.0))
-}
-
 /// Refreshes the queue gauges: tasks by stage, the oldest queued task's age, outbox rows
 /// by status, and the pool's connections.
 pub async fn refresh_gauges(db: &DatabaseConnection, now: i64) -> Result<(), DbErr> {
-    for (stage, count) in stage_counts(db).await? {
+    for (stage, count) in crate::store::ops::stage_counts(db).await? {
         metrics::gauge!("research_tasks", "stage" => stage.as_str()).set(count as f64);
     }
-    metrics::gauge!("research_oldest_queued_task_age_seconds").set(oldest_queued_seconds(db, now).await?);
-    for (status, count) in outbox_counts(db).await? {
+    metrics::gauge!("research_oldest_queued_task_age_seconds")
+        .set(crate::store::ops::oldest_queued_seconds(db, now).await?);
+    for (status, count) in crate::store::ops::outbox_counts(db).await? {
         metrics::gauge!("research_outbox_rows", "status" => status.to_value()).set(count as f64);
     }
-    if let Some(pool) = postgres_pool(db) {
+    if let Some(pool) = crate::db::pool_connections(db) {
         metrics::gauge!("db_pool_connections", "state" => "open").set(f64::from(pool.0));
         metrics::gauge!("db_pool_connections", "state" => "idle").set(pool.1 as f64);
     }
     Ok(())
-}
-
-fn postgres_pool(db: &DatabaseConnection) -> Option<(u32, usize)> {
-    if !crate::db::is_postgres(db.get_database_backend()) {
-        return None;
-    }
-    let pool = db.get_postgres_connection_pool();
-    Some((pool.size(), pool.num_idle()))
 }
 
 /// The last ticks of this process's worker loops, each with the interval it should tick at.

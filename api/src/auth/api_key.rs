@@ -1,18 +1,18 @@
 //! API keys: `kfs_<key id>_<secret>`. The id finds the row; the secret's SHA-256 is
 //! compared with the stored hash in constant time.
-use entity::{AccessChannel, api_key, now_millis};
-use sea_orm::{DatabaseConnection, EntityTrait};
+use entity::{AccessChannel, now_millis};
+use sea_orm::DatabaseConnection;
 use subtle::ConstantTimeEq;
 
+use super::key_secret::{hash_secret, parse_key};
 use super::{ApiKeyCredential, Principal};
 use crate::error::ApiError;
-use crate::store::api_keys::{hash_secret, parse_key};
 
 /// Checks a presented key and returns the service principal it stands for. Unknown,
 /// wrong, revoked and expired keys all answer the same `Unauthenticated`.
 pub async fn authenticate_api_key(db: &DatabaseConnection, presented: &str) -> Result<Principal, ApiError> {
     let (key_id, secret) = parse_key(presented).ok_or(ApiError::Unauthenticated)?;
-    let key = api_key::Entity::find_by_id(key_id).one(db).await.map_err(ApiError::from)?;
+    let key = worker::store::api_keys::find_any(db, key_id).await.map_err(ApiError::from)?;
     // Hash even when the key is unknown, so timing does not tell which ids exist.
     let presented_hash = hash_secret(&secret);
     let Some(key) = key else {

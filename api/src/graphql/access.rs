@@ -8,7 +8,7 @@ use worker::grant;
 
 use crate::auth::{ApiKeyCredential, Principal};
 use crate::error::ApiError;
-use crate::store::{answer_traces, members, spaces, tasks};
+use worker::store::{answer_traces, members, spaces, tasks};
 
 /// The caller's standing in one space.
 #[derive(Debug, Clone)]
@@ -121,7 +121,7 @@ pub async fn owned_endpoint(
     principal: &Principal,
     id: Uuid,
 ) -> Result<entity::webhook_endpoint::Model, ApiError> {
-    let endpoint = crate::store::webhooks::find_owned(db, &principal.tenant_id, &principal.subject_id, id)
+    let endpoint = worker::store::webhooks::find_owned(db, &principal.tenant_id, &principal.subject_id, id)
         .await?
         .ok_or(ApiError::NotFound)?;
     space_access(db, principal, endpoint.knowledge_space_id).await?.ok_or(ApiError::NotFound)?;

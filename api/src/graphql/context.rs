@@ -20,8 +20,8 @@ pub fn principal<'ctx>(ctx: &Context<'ctx>) -> Result<&'ctx Principal, ApiError>
 }
 
 /// The caller and the request, as the audit log records them.
-pub fn actor<'ctx>(ctx: &Context<'ctx>) -> Result<crate::store::audit::Actor<'ctx>, ApiError> {
-    Ok(crate::store::audit::Actor {
+pub fn actor<'ctx>(ctx: &Context<'ctx>) -> Result<crate::audit::Actor<'ctx>, ApiError> {
+    Ok(crate::audit::Actor {
         principal: principal(ctx)?,
         request_id: ctx.data_opt::<crate::http::request_id::RequestId>(),
     })

@@ -16,7 +16,8 @@ use super::relay::{self, PageArgs};
 use super::types::{AnswerTrace, ResearchTask};
 use crate::auth::Principal;
 use crate::error::ApiError;
-use crate::store::{PageKey, answer_traces, tasks};
+use worker::store::pages::PageKey;
+use worker::store::{answer_traces, tasks};
 
 /// The most fetches one page may take while skipping rows whose grant died.
 const MAX_SCANS: usize = 20;

@@ -12,7 +12,7 @@ use sea_orm::{DatabaseConnection, DbErr};
 use uuid::Uuid;
 use worker::store::journal::{self, Journal};
 
-use crate::store::answer_traces;
+use worker::store::answer_traces;
 
 /// A page of one task's journal: rows after `after`, at most `size`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

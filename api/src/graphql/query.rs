@@ -13,7 +13,8 @@ use super::lists;
 use super::relay::{self, PageArgs};
 use super::types::{AnswerTrace, AuditEvent, KnowledgeDocument, KnowledgeSpace, ResearchTask, Viewer, WebhookDelivery};
 use crate::error::{ApiError, IntoGql};
-use crate::store::{PageKey, documents, spaces};
+use worker::store::pages::PageKey;
+use worker::store::{documents, spaces};
 
 /// Reads.
 #[derive(Default)]
@@ -139,7 +140,7 @@ impl QueryRoot {
             let (caller, db) = (principal(ctx)?, &state(ctx)?.db);
             let args = PageArgs::parse(first, after)?;
             access::owned_endpoint(db, caller, endpoint_id).await?;
-            let rows = crate::store::webhooks::deliveries(db, endpoint_id, args.after, args.fetch()).await?;
+            let rows = worker::store::webhooks::deliveries(db, endpoint_id, args.after, args.fetch()).await?;
             let key = |row: &entity::webhook_delivery::Model| PageKey { at: row.created_at, id: row.id };
             Ok::<_, ApiError>(relay::build(&args, rows, false, key, WebhookDelivery))
         };
@@ -193,7 +194,7 @@ impl QueryRoot {
                 access::require_role(&app.db, caller, space, entity::MemberRole::can_manage).await?;
                 (Some(caller.tenant_id.clone()), Some(space))
             };
-            let rows = crate::store::audit::page(&app.db, tenant.as_deref(), space, args.after, args.fetch()).await?;
+            let rows = worker::store::audit::page(&app.db, tenant.as_deref(), space, args.after, args.fetch()).await?;
             let key = |row: &entity::audit_event::Model| PageKey { at: row.created_at, id: row.id };
             Ok::<_, ApiError>(relay::build(&args, rows, false, key, AuditEvent))
         };

@@ -6,7 +6,7 @@ use uuid::Uuid;
 
 use super::limits::{DEFAULT_PAGE, page_size};
 use crate::error::ApiError;
-use crate::store::PageKey;
+use worker::store::pages::PageKey;
 
 /// A validated `first`/`after` pair.
 #[derive(Debug, Clone, Copy)]

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use entity::{Stage, research_task_answer_draft as draft};
 use futures_util::Stream;
-use sea_orm::{DatabaseConnection, EntityTrait};
+use sea_orm::DatabaseConnection;
 use tokio::sync::broadcast::{self, error::RecvError};
 use uuid::Uuid;
 
@@ -19,7 +19,7 @@ use super::{AnswerFollower, LiveHub, Topic, TopicEvent};
 use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::store::{answer_traces, tasks};
+use worker::store::{answer_traces, tasks};
 
 /// How often an idle subscription checks that its topic still runs.
 const TOPIC_CHECK: std::time::Duration = std::time::Duration::from_secs(2);
@@ -143,7 +143,7 @@ impl Feed {
             self.over = true;
             return last;
         }
-        let row = draft::Entity::find_by_id(self.task_id).one(&self.db).await?;
+        let row = worker::store::drafts::find(&self.db, self.task_id).await?;
         Ok(row.and_then(|row| self.advance(&row)))
     }
 
@@ -187,7 +187,7 @@ impl Feed {
         else {
             return Ok(None);
         };
-        let row = draft::Entity::find_by_id(self.task_id).one(&self.db).await?;
+        let row = worker::store::drafts::find(&self.db, self.task_id).await?;
         let length = i32::try_from(trace.answer.chars().count()).unwrap_or(i32::MAX);
         let delta = match (self.sent, row) {
             (Some((generation, sent)), Some(row)) if row.generation == generation && sent <= length => {

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use entity::{api_key, now_millis};
-use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter};
+use sea_orm::DatabaseConnection;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -96,13 +96,8 @@ impl KeyWatch {
         if ids.is_empty() {
             return Ok(());
         }
-        let keys: HashMap<Uuid, api_key::Model> = api_key::Entity::find()
-            .filter(api_key::Column::Id.is_in(ids))
-            .all(&self.db)
-            .await?
-            .into_iter()
-            .map(|key| (key.id, key))
-            .collect();
+        let keys: HashMap<Uuid, api_key::Model> =
+            worker::store::api_keys::find_many(&self.db, &ids).await?.into_iter().map(|key| (key.id, key)).collect();
         let now = now_millis();
         let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
         entries.retain(|key_id, watchers| {

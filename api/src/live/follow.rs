@@ -5,18 +5,19 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use entity::{research_task_partial_result as partial, research_task_progress_event as progress};
 use futures_util::Stream;
-use sea_orm::{DatabaseConnection, DbErr, EntityTrait};
+use sea_orm::DatabaseConnection;
 use tokio::sync::broadcast::{self, error::RecvError};
 use uuid::Uuid;
 
-use super::{LiveHub, Topic, TopicEvent};
+use super::event::TopicEvent;
+use super::hub::LiveHub;
+pub use super::journal_row::JournalRow;
+use super::topic::Topic;
 use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::store::tasks;
-use worker::store::journal::{self, Journal};
+use worker::store::tasks;
 
 /// Rows read per database round trip.
 const BATCH: u64 = 100;
@@ -27,56 +28,6 @@ const TOPIC_CHECK: std::time::Duration = std::time::Duration::from_secs(2);
 const OUTAGE_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
 /// The pause between two of those retries.
 const RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(200);
-
-/// A row of a task's journal that a subscription delivers: the journal's row, plus how
-/// it travels through a topic and whether it ends the feed.
-pub trait JournalRow: sea_orm::ModelTrait + sea_orm::FromQueryResult + Clone + Send + Sync + 'static {
-    /// Its table.
-    type Table: Journal<Model = Self>;
-    /// This kind's row in a topic event, if the event carries one.
-    fn from_event(event: &TopicEvent) -> Option<Arc<Self>>;
-    /// Whether nothing can follow this row (a progress event into a terminal stage).
-    fn ends_feed(&self) -> bool;
-    /// Its sequence.
-    fn sequence(&self) -> i32 {
-        Self::Table::sequence(self)
-    }
-    /// Up to `limit` rows of the task after sequence `after`, in order.
-    fn fetch(
-        db: &DatabaseConnection,
-        task_id: Uuid,
-        after: i32,
-        limit: u64,
-    ) -> impl Future<Output = Result<Vec<Self>, DbErr>> + Send {
-        journal::after::<Self::Table, _>(db, task_id, after, limit)
-    }
-}
-
-impl JournalRow for progress::Model {
-    type Table = progress::Entity;
-    fn from_event(event: &TopicEvent) -> Option<Arc<Self>> {
-        match event {
-            TopicEvent::Progress(row) => Some(row.clone()),
-            _ => None,
-        }
-    }
-    fn ends_feed(&self) -> bool {
-        self.stage.is_terminal()
-    }
-}
-
-impl JournalRow for partial::Model {
-    type Table = partial::Entity;
-    fn from_event(event: &TopicEvent) -> Option<Arc<Self>> {
-        match event {
-            TopicEvent::Partial(row) => Some(row.clone()),
-            _ => None,
-        }
-    }
-    fn ends_feed(&self) -> bool {
-        false
-    }
-}
 
 /// Where a subscription stands.
 enum Phase {
@@ -245,7 +196,7 @@ pub(super) async fn revocation(db: &DatabaseConnection, caller: &Principal) -> A
     let Some(credential) = &caller.api_key else {
         return ApiError::Forbidden;
     };
-    match entity::api_key::Entity::find_by_id(credential.key_id).one(db).await {
+    match worker::store::api_keys::find_any(db, credential.key_id).await {
         Ok(Some(key)) if super::key_holds(&key, credential.revision, entity::now_millis()) => ApiError::Forbidden,
         Ok(_) => ApiError::Unauthenticated,
         Err(error) => ApiError::from(error),

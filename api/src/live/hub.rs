@@ -12,7 +12,8 @@ use uuid::Uuid;
 use worker::{Notifier, Signal};
 
 use super::credentials::{KeyWatch, KeyWatchGuard};
-use super::{Topic, TopicEvent};
+use super::event::TopicEvent;
+use super::topic::Topic;
 use crate::auth::ApiKeyCredential;
 
 /// How often a topic reads even without a wake-up, and re-checks the task's grant: a

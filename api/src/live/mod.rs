@@ -6,12 +6,16 @@
 
 mod answer;
 mod credentials;
+mod event;
 mod follow;
 mod hub;
+mod journal_row;
 mod topic;
 
 pub use answer::{AnswerDelta, follow_answer};
 pub use credentials::{KeyWatchGuard, key_holds};
-pub use follow::{JournalRow, follow};
+pub use event::TopicEvent;
+pub use follow::follow;
 pub use hub::LiveHub;
-pub use topic::{AnswerFollower, Topic, TopicEvent};
+pub use journal_row::JournalRow;
+pub use topic::{AnswerFollower, Topic};

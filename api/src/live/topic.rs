@@ -3,32 +3,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use entity::{
-    research_task_answer_draft as draft, research_task_partial_result as partial,
-    research_task_progress_event as progress,
-};
-use sea_orm::{DatabaseConnection, DbErr, EntityTrait};
+use entity::{research_task_partial_result as partial, research_task_progress_event as progress};
+use sea_orm::{DatabaseConnection, DbErr};
 use tokio::sync::{Notify, broadcast};
 use uuid::Uuid;
 
-use super::JournalRow;
-use crate::store::tasks;
+pub use super::event::TopicEvent;
+use super::journal_row::JournalRow;
 use worker::store::journal;
-
-/// What subscribers of a task hear.
-#[derive(Debug, Clone)]
-pub enum TopicEvent {
-    /// A new progress event (in sequence order).
-    Progress(Arc<progress::Model>),
-    /// A new partial result (in sequence order).
-    Partial(Arc<partial::Model>),
-    /// The answer draft changed (read only while someone follows the answer).
-    Answer(Arc<draft::Model>),
-    /// The task's grant no longer holds: every subscription ends with an error.
-    GrantRevoked,
-    /// The task is terminal and everything it wrote has been broadcast.
-    Ended,
-}
+use worker::store::tasks;
 
 /// How many events a subscriber may fall behind before it re-reads from the database.
 const CAPACITY: usize = 256;
@@ -144,7 +127,7 @@ impl Topic {
                 let _ = self.sender.send(TopicEvent::Partial(Arc::new(row)));
             }
             if self.answer_followers.load(Ordering::Acquire) > 0
-                && let Some(row) = draft::Entity::find_by_id(self.task_id).one(db).await?
+                && let Some(row) = worker::store::drafts::find(db, self.task_id).await?
                 && last_draft != Some((row.generation, row.char_count))
             {
                 last_draft = Some((row.generation, row.char_count));

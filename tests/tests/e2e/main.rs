@@ -19,7 +19,7 @@ mod api_support;
 mod audit;
 mod constraints;
 mod deleting;
-mod grant_sql;
+
 mod graphiql_browser;
 mod hostile_documents;
 mod hostile_fuzz;
@@ -45,6 +45,7 @@ mod operations;
 mod ops_page;
 mod research_answer;
 mod research_openai;
+mod store;
 mod traces;
 mod webhooks;
 mod worker_fairness;
@@ -66,7 +67,7 @@ fn main() -> ExitCode {
         audit::tests(),
         constraints::tests(),
         deleting::tests(),
-        grant_sql::tests(),
+        store::tests(),
         graphiql_browser::tests(),
         hostile_documents::tests(),
         hostile_fuzz::tests(),

@@ -1,21 +1,12 @@
-//! Writing a document's passages, in the transaction that writes the document: the old
-//! passages (and, by cascade, their embeddings) go and the new ones come from splitting
-//! the content, so a search never sees a document without its passages or with another
-//! revision's. Documents stored before passages existed are split on start ([`backfill`]).
-use entity::{IndexingStatus, MediaType, knowledge_document as document, knowledge_passage as passage};
-use sea_orm::sea_query::{Expr, ExprTrait as _};
-use sea_orm::{
-    ActiveValue::Set, ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter,
-    QueryOrder, QuerySelect,
-};
-use serde_json::json;
-use uuid::Uuid;
+//! Splitting documents into passages, before the transaction that writes them (the store
+//! replaces the old passages, and by cascade their embeddings, in it), so a search never
+//! sees a document without its passages or with another revision's. Documents stored
+//! before passages existed are split on start ([`backfill`]).
+use entity::{IndexingStatus, MediaType};
+use sea_orm::{DatabaseConnection, DbErr};
 
 use super::chunk::{Chunk, ChunkSettings, TooManyPassages, chunk};
-use crate::store::begin_write;
-
-/// Passages inserted per statement (13 values each, well under SQLite's variable limit).
-const INSERT_BATCH: usize = 200;
+use crate::store::{begin_write, documents};
 /// Documents [`backfill`] looks up at a time.
 const BACKFILL_BATCH: u64 = 20;
 
@@ -41,12 +32,6 @@ impl Indexing {
 /// endpoint is configured, ready when full-text search is all there is.
 pub fn initial_status(embeddings_on: bool) -> IndexingStatus {
     if embeddings_on { IndexingStatus::Pending } else { IndexingStatus::Ready }
-}
-
-/// What full-text search weighs with a passage's text: the document's title and the
-/// headings above the passage.
-fn context(title: &str, headings: &[String]) -> String {
-    std::iter::once(title).chain(headings.iter().map(String::as_str)).collect::<Vec<_>>().join(" › ")
 }
 
 /// Content above this size is split on the blocking pool, and waits for its turn: a
@@ -116,53 +101,6 @@ impl Splitter {
     }
 }
 
-/// Replaces the document's passages with `chunks` (split from its current content by
-/// [`split`]) and records the revision they belong to. Call inside the transaction that
-/// wrote the document.
-pub async fn write_passages<C: ConnectionTrait>(
-    conn: &C,
-    document: &document::Model,
-    chunks: &[Chunk],
-    now: i64,
-) -> Result<usize, DbErr> {
-    passage::Entity::delete_many().filter(passage::Column::DocumentId.eq(document.id)).exec(conn).await?;
-    // Rows are built a batch at a time: a document's passages are held once, as chunks.
-    for batch in chunks.chunks(INSERT_BATCH) {
-        let rows = batch.iter().map(|piece| passage::ActiveModel {
-            id: Set(Uuid::now_v7()),
-            tenant_id: Set(document.tenant_id.clone()),
-            knowledge_space_id: Set(document.knowledge_space_id),
-            document_id: Set(document.id),
-            document_revision: Set(document.revision),
-            ordinal: Set(piece.ordinal),
-            char_start: Set(i32::try_from(piece.char_start).unwrap_or(i32::MAX)),
-            char_end: Set(i32::try_from(piece.char_end).unwrap_or(i32::MAX)),
-            heading_path: Set(json!(piece.heading_path)),
-            context: Set(context(&document.title, &piece.heading_path)),
-            text: Set(piece.text.clone()),
-            token_count: Set(i32::try_from(piece.tokens).unwrap_or(i32::MAX)),
-            created_at: Set(now),
-        });
-        passage::Entity::insert_many(rows).exec_without_returning(conn).await?;
-    }
-    document::Entity::update_many()
-        .col_expr(document::Column::IndexedRevision, Expr::value(document.revision))
-        .filter(document::Column::Id.eq(document.id))
-        .exec(conn)
-        .await?;
-    Ok(chunks.len())
-}
-
-/// Reads the document and locks its row until the transaction ends (SQLite write
-/// transactions hold the one write lock already).
-pub async fn lock_document<C: ConnectionTrait>(txn: &C, id: Uuid) -> Result<Option<document::Model>, DbErr> {
-    let mut query = document::Entity::find_by_id(id);
-    if txn.get_database_backend() == sea_orm::DatabaseBackend::Postgres {
-        query = query.lock(sea_orm::sea_query::LockType::Update);
-    }
-    query.one(txn).await
-}
-
 /// Splits every document whose passages are missing or from an older revision (documents
 /// stored before passages existed), one transaction each; returns how many it split.
 /// Safe to run in several processes at once: a split replaces the passages whole.
@@ -175,23 +113,12 @@ pub async fn backfill(
     let mut split_count = 0;
     let splitter = Splitter::new(*settings);
     loop {
-        let stale = Condition::any()
-            .add(document::Column::IndexedRevision.is_null())
-            .add(Expr::col(document::Column::IndexedRevision).not_equals(document::Column::Revision));
-        let ids: Vec<Uuid> = document::Entity::find()
-            .select_only()
-            .column(document::Column::Id)
-            .filter(stale)
-            .order_by_asc(document::Column::Id)
-            .limit(BACKFILL_BATCH)
-            .into_tuple()
-            .all(db)
-            .await?;
+        let ids = documents::unsplit(db, BACKFILL_BATCH).await?;
         if ids.is_empty() {
             return Ok(split_count);
         }
         for id in ids {
-            let Some(found) = document::Entity::find_by_id(id).one(db).await? else { continue };
+            let Some(found) = documents::find_any(db, id).await? else { continue };
             // A document stored before the passage limit that splits past it is kept, but
             // fails its indexing with the reason (and is not tried again for this revision).
             let (chunks, status, error) = match splitter.split(&found.content, found.media_type).await {
@@ -201,16 +128,10 @@ pub async fn backfill(
             let txn = begin_write(db).await?;
             // Split outside the transaction, so it holds no lock meanwhile; an edit that
             // came in between has written its own passages, so this one stands aside.
-            match lock_document(&txn, id).await? {
+            match documents::lock_any(&txn, id).await? {
                 Some(current) if current.revision == found.revision => {
-                    write_passages(&txn, &current, &chunks, now).await?;
-                    document::Entity::update_many()
-                        .col_expr(document::Column::IndexingStatus, Expr::value(status))
-                        .col_expr(document::Column::IndexingError, Expr::value(error))
-                        .col_expr(document::Column::IndexingAvailableAt, Expr::value(now))
-                        .filter(document::Column::Id.eq(id))
-                        .exec(&txn)
-                        .await?;
+                    documents::write_passages(&txn, &current, &chunks, now).await?;
+                    documents::set_indexing(&txn, id, status, error, now).await?;
                     txn.commit().await?;
                     split_count += 1;
                 }

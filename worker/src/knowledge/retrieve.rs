@@ -61,7 +61,7 @@ impl Retriever {
         limit: u64,
     ) -> Result<Vec<Vec<Found>>, DbErr> {
         let terms: Vec<Vec<String>> = queries.iter().map(|query| search::search_terms(query)).collect();
-        let texts = search::full_text_many(db, scope, &terms, limit).await?;
+        let texts = search::full_text_for_queries(db, scope, &terms, limit).await?;
         let Some(embedder) = &self.embedder else {
             return Ok(texts);
         };

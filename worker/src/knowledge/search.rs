@@ -1,16 +1,16 @@
-//! Ranking a space's passages for one query: by full text (PostgreSQL `ts_rank` over the
-//! GIN-indexed tsvector, SQLite FTS5 `bm25`), by vector (cosine similarity of the stored
-//! embeddings, scored here, at most `max_passages_per_space` per search), and both fused by
-//! reciprocal rank fusion. Every query is filtered by tenant and space: another space's
-//! passages are never candidates.
+//! Ranking a space's passages for one query: by full text (the store's, per backend), by
+//! vector (cosine similarity of the stored embeddings, scored here, at most
+//! `max_passages_per_space` per search), and both fused by reciprocal rank fusion. Every
+//! read is filtered by tenant and space: another space's passages are never candidates.
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
-use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr, FromQueryResult, Statement, Value};
+use sea_orm::{DatabaseConnection, DbErr};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::vectors;
+use crate::store::passages::{self, PassageRow};
 
 /// Which ranker found a passage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -57,45 +57,27 @@ pub struct Found {
     pub rankers: Vec<RankerHit>,
 }
 
-/// Where to search.
-#[derive(Debug, Clone, Copy)]
-pub struct Scope<'a> {
-    /// The space's tenant.
-    pub tenant_id: &'a str,
-    /// The space.
-    pub knowledge_space_id: Uuid,
-}
+pub use crate::store::passages::Scope;
 
-#[derive(Debug, FromQueryResult)]
-struct Row {
-    id: Uuid,
-    document_id: Uuid,
-    title: String,
-    text: String,
-    char_start: i32,
-    char_end: i32,
-    heading_path: serde_json::Value,
-    score: f64,
-}
-
-impl Row {
-    fn found(self, ranker: Ranker, rank: usize) -> Found {
-        Found {
-            passage_id: self.id,
-            document_id: self.document_id,
-            title: self.title,
-            text: self.text,
-            char_start: self.char_start,
-            char_end: self.char_end,
-            heading_path: serde_json::from_value(self.heading_path).unwrap_or_default(),
-            score: self.score,
-            rankers: vec![RankerHit { ranker, rank, score: self.score }],
-        }
+/// A found passage from a stored row, as ranked by `ranker` at `rank` with the row's score.
+fn found(row: PassageRow, ranker: Ranker, rank: usize) -> Found {
+    Found {
+        passage_id: row.id,
+        document_id: row.document_id,
+        title: row.title,
+        text: row.text,
+        char_start: row.char_start,
+        char_end: row.char_end,
+        heading_path: serde_json::from_value(row.heading_path).unwrap_or_default(),
+        score: row.score,
+        rankers: vec![RankerHit { ranker, rank, score: row.score }],
     }
 }
 
-/// The passage columns every search selects, with the document's title.
-const COLUMNS: &str = r#"p."id", p."document_id", d."title", p."text", p."char_start", p."char_end", p."heading_path""#;
+/// Ranks the rows of one list, best first.
+fn ranked(rows: Vec<PassageRow>, ranker: Ranker) -> Vec<Found> {
+    rows.into_iter().enumerate().map(|(index, row)| found(row, ranker, index + 1)).collect()
+}
 
 /// The best `limit` passages for `terms` (already reduced to safe words), best first.
 pub async fn full_text(
@@ -104,120 +86,19 @@ pub async fn full_text(
     terms: &[String],
     limit: u64,
 ) -> Result<Vec<Found>, DbErr> {
-    if terms.is_empty() || limit == 0 {
-        return Ok(Vec::new());
-    }
-    let backend = db.get_database_backend();
-    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let statement = if crate::db::is_postgres(backend) {
-        // `search_vector` is the stored tsvector of context and text, GIN-indexed (m0017).
-        Statement::from_sql_and_values(
-            backend,
-            format!(
-                r#"SELECT {COLUMNS}, ts_rank(p."search_vector", q)::float8 AS "score"
-                   FROM "knowledge_passages" p
-                   JOIN "knowledge_documents" d ON d."id" = p."document_id",
-                        websearch_to_tsquery('english', $3) AS q
-                   WHERE p."tenant_id" = $1 AND p."knowledge_space_id" = $2 AND p."search_vector" @@ q
-                   ORDER BY "score" DESC, p."id"
-                   LIMIT $4"#
-            ),
-            [scope.tenant_id.into(), scope.knowledge_space_id.into(), terms.join(" or ").into(), limit.into()],
-        )
-    } else {
-        let matched: Vec<String> = terms.iter().map(|term| format!("\"{term}\"")).collect();
-        // The best matches first, from the FTS table alone (CROSS JOIN keeps SQLite from
-        // running the MATCH once per passage of an outer loop). bm25 weights: the two
-        // unindexed key columns, then the context (title and headings, repeated on every
-        // passage of a document) at half the text's weight.
-        Statement::from_sql_and_values(
-            backend,
-            format!(
-                r#"SELECT {COLUMNS}, h."score" AS "score"
-                   FROM (SELECT "passage_id", -bm25("knowledge_passages_fts", 0.0, 0.0, 0.5, 1.0) AS "score"
-                         FROM "knowledge_passages_fts"
-                         WHERE "knowledge_passages_fts" MATCH ? AND "knowledge_space_id" = ?
-                         ORDER BY "score" DESC, "passage_id"
-                         LIMIT ?) h
-                   CROSS JOIN "knowledge_passages" p ON p."id" = h."passage_id"
-                   JOIN "knowledge_documents" d ON d."id" = p."document_id"
-                   WHERE p."tenant_id" = ? AND p."knowledge_space_id" = ?
-                   ORDER BY h."score" DESC, p."id""#
-            ),
-            [
-                matched.join(" OR ").into(),
-                scope.knowledge_space_id.into(),
-                limit.into(),
-                scope.tenant_id.into(),
-                scope.knowledge_space_id.into(),
-            ],
-        )
-    };
-    let rows = Row::find_by_statement(statement).all(db).await?;
-    Ok(rows.into_iter().enumerate().map(|(index, row)| row.found(Ranker::FullText, index + 1)).collect())
+    Ok(ranked(passages::full_text(db, scope, terms, limit).await?, Ranker::FullText))
 }
 
 /// [`full_text`] for several queries' terms at once: each list's best `limit` passages,
-/// in the order given. On PostgreSQL that is one statement for them all (a research plan's
-/// sub-queries are searched together); SQLite, in process, searches each in turn.
-pub async fn full_text_many(
+/// in the order given (a research plan's sub-queries are searched together).
+pub async fn full_text_for_queries(
     db: &DatabaseConnection,
     scope: Scope<'_>,
     queries: &[Vec<String>],
     limit: u64,
 ) -> Result<Vec<Vec<Found>>, DbErr> {
-    let backend = db.get_database_backend();
-    let searched: Vec<&[String]> = queries.iter().map(Vec::as_slice).filter(|terms| !terms.is_empty()).collect();
-    if !crate::db::is_postgres(backend) || searched.len() <= 1 || limit == 0 {
-        let mut found = Vec::with_capacity(queries.len());
-        for terms in queries {
-            found.push(full_text(db, scope, terms, limit).await?);
-        }
-        return Ok(found);
-    }
-    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let words: Vec<String> = searched.iter().map(|terms| terms.join(" or ")).collect();
-    let words = serde_json::to_string(&words).map_err(|error| DbErr::Custom(error.to_string()))?;
-    // The statement above once per query (`n` counts them from 1), each ranked and limited
-    // on its own.
-    let statement = Statement::from_sql_and_values(
-        backend,
-        format!(
-            r#"SELECT s."n", hit.* FROM jsonb_array_elements_text(CAST($3 AS jsonb)) WITH ORDINALITY AS s("words", "n")
-               CROSS JOIN LATERAL (
-                   SELECT {COLUMNS}, ts_rank(p."search_vector", q)::float8 AS "score"
-                   FROM "knowledge_passages" p
-                   JOIN "knowledge_documents" d ON d."id" = p."document_id",
-                        websearch_to_tsquery('english', s."words") AS q
-                   WHERE p."tenant_id" = $1 AND p."knowledge_space_id" = $2 AND p."search_vector" @@ q
-                   ORDER BY "score" DESC, p."id"
-                   LIMIT $4
-               ) AS hit
-               ORDER BY s."n", hit."score" DESC, hit."id""#
-        ),
-        [scope.tenant_id.into(), scope.knowledge_space_id.into(), words.into(), limit.into()],
-    );
-    let mut lists: Vec<Vec<Found>> = searched.iter().map(|_| Vec::new()).collect();
-    for result in db.query_all_raw(statement).await? {
-        let n: i64 = result.try_get("", "n")?;
-        let list = usize::try_from(n - 1).ok().and_then(|index| lists.get_mut(index));
-        let list =
-            list.ok_or_else(|| DbErr::Custom(format!("full-text search answered query {n} of {}", searched.len())))?;
-        let rank = list.len() + 1;
-        list.push(Row::from_query_result(&result, "")?.found(Ranker::FullText, rank));
-    }
-    // Back in the order asked, with nothing for the queries that had no terms.
-    let mut lists = lists.into_iter();
-    Ok(queries
-        .iter()
-        .map(|terms| if terms.is_empty() { Vec::new() } else { lists.next().unwrap_or_default() })
-        .collect())
-}
-
-#[derive(Debug, FromQueryResult)]
-struct StoredVector {
-    passage_id: Uuid,
-    vector: Vec<u8>,
+    let lists = passages::full_text_for_queries(db, scope, queries, limit).await?;
+    Ok(lists.into_iter().map(|rows| ranked(rows, Ranker::FullText)).collect())
 }
 
 /// The `limit` passages whose `model` embeddings are most similar to `query`, best first,
@@ -234,21 +115,8 @@ pub async fn vector(
     if query.is_empty() || limit == 0 {
         return Ok(Vec::new());
     }
-    let backend = db.get_database_backend();
     let dimensions = i32::try_from(query.len()).unwrap_or(i32::MAX);
-    let max_compared = i64::try_from(max_compared).unwrap_or(i64::MAX);
-    let statement = Statement::from_sql_and_values(
-        backend,
-        placeholders(
-            backend,
-            r#"SELECT "passage_id", "vector" FROM "knowledge_passage_embeddings"
-               WHERE "tenant_id" = ? AND "knowledge_space_id" = ? AND "model" = ? AND "dimensions" = ?
-               ORDER BY "passage_id"
-               LIMIT ?"#,
-        ),
-        [scope.tenant_id.into(), scope.knowledge_space_id.into(), model.into(), dimensions.into(), max_compared.into()],
-    );
-    let stored = StoredVector::find_by_statement(statement).all(db).await?;
+    let stored = passages::vectors(db, scope, model, dimensions, max_compared).await?;
     let query_norm = vectors::norm(query);
     let mut scored: Vec<(Uuid, f64)> = stored
         .iter()
@@ -262,43 +130,14 @@ pub async fn vector(
     if scored.is_empty() {
         return Ok(Vec::new());
     }
-    let rows = passages(db, scope, &scored.iter().map(|(id, _)| *id).collect::<Vec<_>>()).await?;
-    let mut by_id: HashMap<Uuid, Row> = rows.into_iter().map(|row| (row.id, row)).collect();
+    let rows = passages::by_ids(db, scope, &scored.iter().map(|(id, _)| *id).collect::<Vec<_>>()).await?;
+    let mut by_id: HashMap<Uuid, PassageRow> = rows.into_iter().map(|row| (row.id, row)).collect();
     Ok(scored
         .into_iter()
-        .filter_map(|(id, similarity)| by_id.remove(&id).map(|row| Row { score: similarity, ..row }))
+        .filter_map(|(id, similarity)| by_id.remove(&id).map(|row| PassageRow { score: similarity, ..row }))
         .enumerate()
-        .map(|(index, row)| row.found(Ranker::Vector, index + 1))
+        .map(|(index, row)| found(row, Ranker::Vector, index + 1))
         .collect())
-}
-
-/// The passages with these ids in the scope (score 0).
-async fn passages(db: &DatabaseConnection, scope: Scope<'_>, ids: &[Uuid]) -> Result<Vec<Row>, DbErr> {
-    let backend = db.get_database_backend();
-    let marks = vec!["?"; ids.len()].join(", ");
-    let sql = format!(
-        r#"SELECT {COLUMNS}, CAST(0.0 AS DOUBLE PRECISION) AS "score"
-           FROM "knowledge_passages" p JOIN "knowledge_documents" d ON d."id" = p."document_id"
-           WHERE p."tenant_id" = ? AND p."knowledge_space_id" = ? AND p."id" IN ({marks})"#
-    );
-    let mut values: Vec<Value> = vec![scope.tenant_id.into(), scope.knowledge_space_id.into()];
-    values.extend(ids.iter().map(|id| Value::from(*id)));
-    Row::find_by_statement(Statement::from_sql_and_values(backend, placeholders(backend, &sql), values)).all(db).await
-}
-
-/// `?` placeholders as the backend spells them (`$1`, `$2`… on PostgreSQL).
-fn placeholders(backend: sea_orm::DatabaseBackend, sql: &str) -> String {
-    if !crate::db::is_postgres(backend) {
-        return sql.to_owned();
-    }
-    let mut numbered = String::with_capacity(sql.len() + 16);
-    for (index, piece) in sql.split('?').enumerate() {
-        if index > 0 {
-            numbered.push_str(&format!("${index}"));
-        }
-        numbered.push_str(piece);
-    }
-    numbered
 }
 
 const STOP_WORDS: &[&str] = &[
@@ -388,12 +227,5 @@ mod tests {
     #[test]
     fn search_terms_drop_punctuation_that_would_break_a_match_expression() {
         assert_eq!(search_terms("What is \"FTS5\" OR NEAR(x)?"), ["fts5", "near", "x"]);
-    }
-
-    #[test]
-    fn placeholders_are_numbered_for_postgres() {
-        let sql = placeholders(sea_orm::DatabaseBackend::Postgres, "a = ? AND b IN (?, ?)");
-        assert_eq!(sql, "a = $1 AND b IN ($2, $3)");
-        assert_eq!(placeholders(sea_orm::DatabaseBackend::Sqlite, "a = ?"), "a = ?");
     }
 }

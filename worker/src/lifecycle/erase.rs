@@ -93,7 +93,7 @@ pub async fn delete_answer_trace(
     audit: audit_event::Model,
 ) -> Result<bool, LifecycleError> {
     let txn = begin_write(db).await?;
-    let Some(trace) = store::traces::find(&txn, id).await? else {
+    let Some(trace) = store::answer_traces::find(&txn, id).await? else {
         return Ok(false);
     };
     deletions::delete_traces(&txn, &[id]).await?;

@@ -33,7 +33,7 @@ pub enum LifecycleError {
     IdempotencyKeyUnreadable,
     /// A quota of the tenant is used up; nothing was created.
     #[error("quota exceeded: {}", .0.what)]
-    QuotaExceeded(super::quota::QuotaRefusal),
+    QuotaExceeded(QuotaRefusal),
     /// The worker's lease is gone (expired and re-claimed, canceled or paused); it must
     /// stop and write nothing more.
     #[error("lease lost")]
@@ -48,4 +48,27 @@ pub enum LifecycleError {
     /// The database failed.
     #[error(transparent)]
     Database(#[from] DbErr),
+}
+
+/// Which quota refused, and when it frees up.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QuotaRefusal {
+    /// Its `quota_refusals_total{quota}` label (one of [`Self::LABELS`]).
+    pub quota: &'static str,
+    /// What the quota counts, in words.
+    pub what: &'static str,
+    /// Its value.
+    pub limit: f64,
+    /// When it resets (epoch ms), for the daily one.
+    pub resets_at: Option<i64>,
+}
+
+impl QuotaRefusal {
+    /// Every quota's metrics label.
+    pub const LABELS: &[&str] = &["unfinished_tasks", "usd_per_day"];
+
+    pub(super) fn counted(self) -> LifecycleError {
+        metrics::counter!("quota_refusals_total", "quota" => self.quota).increment(1);
+        LifecycleError::QuotaExceeded(self)
+    }
 }

@@ -35,10 +35,10 @@ pub use erase::{
     Erased, begin_space_deletion, delete_answer_trace, delete_task, finish_pending_deletions, finish_space_deletion,
     tenant_spaces,
 };
-pub use error::LifecycleError;
+pub use error::{LifecycleError, QuotaRefusal};
 pub use fair::{Caps, Fairness, Pair};
 pub use lease::{Claimed, Lease, LeasePair, heartbeat, heartbeats};
-pub use quota::{QuotaRefusal, Quotas};
+pub use quota::Quotas;
 pub use retention::{Pruned, prune};
 pub use seal::{finish_pending_erasures, finish_tenant_erasure, guard as guard_tenant, is_sealed, seal_tenant};
 

@@ -2,7 +2,7 @@
 //! the tenant's lock, so racing creates cannot pass a quota together.
 use sea_orm::DatabaseTransaction;
 
-use super::LifecycleError;
+use super::error::{LifecycleError, QuotaRefusal};
 use crate::store::{
     self,
     locks::{TenantLock, lock_tenant},
@@ -20,29 +20,6 @@ pub struct Quotas {
     /// US dollars the tenant's tasks created since 00:00 UTC may have spent
     /// (`KFS_QUOTA_USD_PER_TENANT_PER_DAY`).
     pub usd_per_tenant_per_day: Option<f64>,
-}
-
-/// Which quota refused, and when it frees up.
-#[derive(Debug, Clone, PartialEq)]
-pub struct QuotaRefusal {
-    /// Its `quota_refusals_total{quota}` label (one of [`Self::LABELS`]).
-    pub quota: &'static str,
-    /// What the quota counts, in words.
-    pub what: &'static str,
-    /// Its value.
-    pub limit: f64,
-    /// When it resets (epoch ms), for the daily one.
-    pub resets_at: Option<i64>,
-}
-
-impl QuotaRefusal {
-    /// Every quota's metrics label.
-    pub const LABELS: &[&str] = &["unfinished_tasks", "usd_per_day"];
-
-    fn counted(self) -> LifecycleError {
-        metrics::counter!("quota_refusals_total", "quota" => self.quota).increment(1);
-        LifecycleError::QuotaExceeded(self)
-    }
 }
 
 /// Refuses a new task of `tenant` when a quota is used up.

@@ -16,11 +16,6 @@ use crate::notify::Notifier;
 /// widely, few enough that the row locks a group holds are held briefly.
 const MAX_GROUP: usize = 32;
 
-/// Commits on PostgreSQL at once: a group's statements run one after another on one
-/// connection, so a few groups at a time keep the server's cores busy. SQLite has one
-/// writer, so one.
-const POSTGRES_SLOTS: usize = 4;
-
 type Reply = oneshot::Sender<Result<Committed, LifecycleError>>;
 
 /// Hands boundaries to the worker's committer.
@@ -33,7 +28,7 @@ impl BoundaryCommitter {
     /// Starts the committer on the current runtime; it stops once every handle is dropped.
     pub fn start(db: DatabaseConnection, notifier: Notifier) -> Self {
         let (queue, waiting) = mpsc::unbounded_channel();
-        let slots = if crate::db::is_postgres(db.get_database_backend()) { POSTGRES_SLOTS } else { 1 };
+        let slots = crate::store::writers_at_once(&db);
         tokio::spawn(gather(db, notifier, waiting, Arc::new(Semaphore::new(slots))));
         Self { queue }
     }

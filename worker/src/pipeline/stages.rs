@@ -5,7 +5,7 @@
 use entity::{
     Stage, research_task_job as job, research_task_partial_result as partial, research_task_progress_event as progress,
 };
-use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder};
+use sea_orm::DatabaseConnection;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -15,6 +15,7 @@ use crate::cost::{CallLog, CostDelta, CostReport};
 use crate::engine::{Answer, EngineError, Passage, Plan, ResearchEngine, Retrieval, StageContext};
 use crate::lifecycle::{Checkpoint, Completion, Lease};
 use crate::notify::Notifier;
+use crate::store::journal;
 
 /// What a stage run writes besides its checkpoint: the answer draft, fenced by the lease.
 pub(super) struct Drafts<'a> {
@@ -209,11 +210,7 @@ fn cited(answer: &Answer) -> Value {
 
 /// The plan planning committed with the move to retrieving.
 async fn load_plan(db: &DatabaseConnection, task_id: Uuid) -> Result<Option<Plan>, EngineError> {
-    let event = progress::Entity::find()
-        .filter(progress::Column::ResearchTaskJobId.eq(task_id))
-        .filter(progress::Column::IdempotencyKey.eq("stage:retrieving"))
-        .one(db)
-        .await?;
+    let event = journal::by_key::<progress::Entity, _>(db, task_id, "stage:retrieving").await?;
     match event.and_then(|event| event.payload.get("plan").cloned()) {
         Some(plan) => serde_json::from_value(plan).map(Some).map_err(EngineError::Stored),
         None => Ok(None),
@@ -222,22 +219,13 @@ async fn load_plan(db: &DatabaseConnection, task_id: Uuid) -> Result<Option<Plan
 
 /// The retrievals committed with the move to analyzing, in sub-query order.
 async fn load_retrievals(db: &DatabaseConnection, task_id: Uuid) -> Result<Vec<Retrieval>, EngineError> {
-    let rows = partial::Entity::find()
-        .filter(partial::Column::ResearchTaskJobId.eq(task_id))
-        .filter(partial::Column::IdempotencyKey.starts_with("retrieval:"))
-        .order_by_asc(partial::Column::Sequence)
-        .all(db)
-        .await?;
+    let rows = journal::by_key_prefix::<partial::Entity, _>(db, task_id, "retrieval:").await?;
     rows.into_iter().map(|row| serde_json::from_value(row.evidence_bundle).map_err(EngineError::Stored)).collect()
 }
 
 /// The evidence committed with the move to generating.
 async fn load_evidence(db: &DatabaseConnection, task_id: Uuid) -> Result<Vec<Passage>, EngineError> {
-    let row = partial::Entity::find()
-        .filter(partial::Column::ResearchTaskJobId.eq(task_id))
-        .filter(partial::Column::IdempotencyKey.eq("evidence"))
-        .one(db)
-        .await?;
+    let row = journal::by_key::<partial::Entity, _>(db, task_id, "evidence").await?;
     match row.and_then(|row| row.evidence_bundle.get("evidence").cloned()) {
         Some(evidence) => serde_json::from_value(evidence).map_err(EngineError::Stored),
         None => Ok(Vec::new()),

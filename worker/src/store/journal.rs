@@ -211,3 +211,21 @@ async fn insert_next<J: Journal, C: ConnectionTrait>(
     })?;
     Ok(Appended { sequence: written, new: false })
 }
+
+/// The job's row with this idempotency key, if one was written.
+pub async fn by_key<J: Journal, C: ConnectionTrait>(
+    conn: &C,
+    job_id: Uuid,
+    key: &str,
+) -> Result<Option<J::Model>, DbErr> {
+    J::find().filter(J::JOB.eq(job_id)).filter(J::KEY.eq(key)).one(conn).await
+}
+
+/// The job's rows whose idempotency key starts with `prefix`, in sequence order.
+pub async fn by_key_prefix<J: Journal, C: ConnectionTrait>(
+    conn: &C,
+    job_id: Uuid,
+    prefix: &str,
+) -> Result<Vec<J::Model>, DbErr> {
+    J::find().filter(J::JOB.eq(job_id)).filter(J::KEY.starts_with(prefix)).order_by_asc(J::SEQUENCE).all(conn).await
+}

@@ -16,26 +16,34 @@
 //! Every operation takes `&impl ConnectionTrait`, so it runs alone or inside the caller's
 //! transaction; operations that need the job's row lock say so.
 
+pub mod answer_traces;
+pub mod api_keys;
 pub mod audit;
 pub mod boundaries;
 pub mod claims;
 pub mod deletions;
 mod dialect;
+pub mod documents;
 pub mod drafts;
+pub mod embeddings;
 pub mod erasures;
 pub mod errors;
 pub mod grants;
 pub mod journal;
 pub mod locks;
+pub mod members;
+pub mod ops;
 pub mod outbox;
+pub mod pages;
+pub mod passages;
 pub(crate) mod postgres;
 pub mod quotas;
 pub mod retention;
 pub mod signals;
+pub mod spaces;
 pub(crate) mod sqlite;
 pub mod tasks;
 pub mod trace_contexts;
-pub mod traces;
 pub mod webhooks;
 
 pub use dialect::Dialect;
@@ -56,4 +64,14 @@ where
         ..Default::default()
     })
     .await
+}
+
+/// How many write transactions are worth running at once: a few on PostgreSQL (a
+/// transaction's statements run one after another on one connection, so several keep the
+/// server's cores busy), one on SQLite (one writer).
+pub fn writers_at_once<C: sea_orm::ConnectionTrait>(conn: &C) -> usize {
+    match dialect(conn) {
+        Dialect::Postgres => 4,
+        Dialect::Sqlite => 1,
+    }
 }

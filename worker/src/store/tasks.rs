@@ -1,6 +1,7 @@
-//! Task rows (`research_task_jobs`) as the lifecycle reads and writes them one at a time:
-//! created, found, locked, written back whole once the lifecycle decided every column, and
-//! their leases renewed. The batched writes of the hot paths are `boundaries` and
+//! Task rows (`research_task_jobs`): as the lifecycle reads and writes them one at a time
+//! (created, found, locked, written back whole once the lifecycle decided every column,
+//! their leases renewed), and as the API reads them, scoped to the subject that created
+//! them and to grants that hold. The hot paths' batched writes are `boundaries` and
 //! `claims`.
 use std::collections::HashSet;
 
@@ -12,6 +13,7 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
+use super::pages::{PageKey, before};
 use super::{Dialect, dialect};
 
 /// A held lease as the store checks it: the job and the token its row must still carry.
@@ -175,4 +177,57 @@ pub async fn renew_leases<C: ConnectionTrait>(
         lost.extend(ids.into_iter().filter(|id| !held.contains(id)));
     }
     Ok(lost)
+}
+
+/// The task with this id if `subject_id` of `tenant_id` created it and the grant it was
+/// created under holds at `now`: one statement, written once per backend, whatever the
+/// grant (`sql/task_readable.*.sql`).
+pub async fn find_readable<C: ConnectionTrait>(
+    conn: &C,
+    tenant_id: &str,
+    subject_id: &str,
+    id: Uuid,
+    now: i64,
+) -> Result<Option<job::Model>, DbErr> {
+    use sea_orm::FromQueryResult as _;
+    let sql = match dialect(conn) {
+        Dialect::Postgres => super::postgres::TASK_READABLE,
+        Dialect::Sqlite => super::sqlite::TASK_READABLE,
+    };
+    let values: [sea_orm::Value; 4] = [id.into(), tenant_id.into(), subject_id.into(), now.into()];
+    let statement = Statement::from_sql_and_values(conn.get_database_backend(), sql, values);
+    job::Model::find_by_statement(statement).one(conn).await
+}
+
+/// One page of a subject's tasks in a space whose grants hold at `now`, most recently
+/// updated first (the seed's `research_task_jobs_scope_updated_idx` order), optionally
+/// only in some stages.
+#[expect(clippy::too_many_arguments, reason = "each is one filter of the page")]
+pub async fn page<C: ConnectionTrait>(
+    conn: &C,
+    tenant_id: &str,
+    knowledge_space_id: Uuid,
+    subject_id: &str,
+    stages: Option<&[Stage]>,
+    after: Option<PageKey>,
+    limit: u64,
+    now: i64,
+) -> Result<Vec<job::Model>, DbErr> {
+    use sea_orm::QueryOrder as _;
+    let grant_holds = match dialect(conn) {
+        Dialect::Postgres => super::postgres::GRANT_HOLDS_OF_JOBS,
+        Dialect::Sqlite => super::sqlite::GRANT_HOLDS_OF_JOBS,
+    };
+    let mut query = job::Entity::find()
+        .filter(job::Column::TenantId.eq(tenant_id))
+        .filter(job::Column::KnowledgeSpaceId.eq(knowledge_space_id))
+        .filter(job::Column::SubjectId.eq(subject_id))
+        .filter(sea_orm::sea_query::Expr::cust_with_values(grant_holds, [now]));
+    if let Some(stages) = stages {
+        query = query.filter(job::Column::Stage.is_in(stages.iter().copied()));
+    }
+    if let Some(key) = after {
+        query = query.filter(before(job::Column::UpdatedAt, job::Column::Id, key));
+    }
+    query.order_by_desc(job::Column::UpdatedAt).order_by_desc(job::Column::Id).limit(limit).all(conn).await
 }

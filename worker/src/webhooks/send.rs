@@ -6,13 +6,12 @@ use std::time::Instant;
 
 use entity::{webhook_delivery as delivery, webhook_delivery_attempt as attempt, webhook_endpoint as endpoint};
 use futures_util::future::join_all;
-use sea_orm::{
-    ActiveValue::Set, ColumnTrait, Condition, DatabaseConnection, DbErr, EntityTrait, QueryFilter, QueryOrder,
-    QuerySelect, sea_query::Expr,
-};
+use sea_orm::{DatabaseConnection, DbErr};
 use uuid::Uuid;
 
-use super::{WebhookSettings, message_id};
+use super::settings::WebhookSettings;
+use super::signing::message_id;
+use crate::store::{self, webhooks::DeliverySettled};
 
 /// What the sending loop needs.
 #[derive(Clone)]
@@ -28,42 +27,22 @@ pub struct DeliveryPolicy {
 /// Sends the due deliveries (up to the batch size, at once); returns how many were tried.
 pub async fn deliver_due(db: &DatabaseConnection, policy: &DeliveryPolicy, now: i64) -> Result<usize, DbErr> {
     let token = Uuid::new_v4();
-    let due: Vec<Uuid> = delivery::Entity::find()
-        .select_only()
-        .column(delivery::Column::Id)
-        .filter(free_and_due(now))
-        .order_by_asc(delivery::Column::NextAttemptAt)
-        .order_by_asc(delivery::Column::Id)
-        .limit(policy.settings.batch_size)
-        .into_tuple()
-        .all(db)
-        .await?;
-    if due.is_empty() {
-        return Ok(0);
-    }
-    // The lease: the row's own condition again, so of two senders one wins each row.
-    delivery::Entity::update_many()
-        .col_expr(delivery::Column::LockToken, Expr::value(token))
-        .col_expr(delivery::Column::LockedBy, Expr::value(policy.worker_id.clone()))
-        .col_expr(delivery::Column::LockedUntil, Expr::value(now + policy.settings.lock_ms))
-        .filter(delivery::Column::Id.is_in(due))
-        .filter(free_and_due(now))
-        .exec(db)
-        .await?;
-    let leased = delivery::Entity::find().filter(delivery::Column::LockToken.eq(token)).all(db).await?;
+    let locked_until = now + policy.settings.lock_ms;
+    let leased = store::webhooks::lease_due_deliveries(
+        db,
+        token,
+        &policy.worker_id,
+        locked_until,
+        policy.settings.batch_size,
+        now,
+    )
+    .await?;
     let tried = leased.len();
     let sends = leased.into_iter().map(|row| send_one(db, policy, row, token));
     for outcome in join_all(sends).await {
         outcome?;
     }
     Ok(tried)
-}
-
-fn free_and_due(now: i64) -> Condition {
-    Condition::all()
-        .add(delivery::Column::Status.eq("pending"))
-        .add(delivery::Column::NextAttemptAt.lte(now))
-        .add(Condition::any().add(delivery::Column::LockedUntil.is_null()).add(delivery::Column::LockedUntil.lt(now)))
 }
 
 /// What one attempt got.
@@ -78,7 +57,7 @@ async fn send_one(
     row: delivery::Model,
     token: Uuid,
 ) -> Result<(), DbErr> {
-    let target = endpoint::Entity::find_by_id(row.endpoint_id).one(db).await?;
+    let target = store::webhooks::find_endpoint(db, row.endpoint_id).await?;
     // Authorized at the moment of sending, not only at registration: an endpoint whose
     // owner lost the space (a key revoked or expired, a membership ended) gets nothing.
     let owner_holds = match &target {
@@ -96,17 +75,16 @@ async fn send_one(
     };
     let now = entity::now_millis();
     let number = row.attempts + 1;
-    attempt::Entity::insert(attempt::ActiveModel {
-        id: Set(Uuid::now_v7()),
-        delivery_id: Set(row.id),
-        attempt: Set(number),
-        status_code: Set(tried.status_code),
-        latency_ms: Set(i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX)),
-        error: Set(tried.error.clone()),
-        attempted_at: Set(now),
-    })
-    .exec_without_returning(db)
-    .await?;
+    let attempt = attempt::Model {
+        id: Uuid::now_v7(),
+        delivery_id: row.id,
+        attempt: number,
+        status_code: tried.status_code,
+        latency_ms: i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX),
+        error: tried.error.clone(),
+        attempted_at: now,
+    };
+    store::webhooks::insert_attempt(db, attempt).await?;
     let delivered = tried.status_code.is_some_and(|code| (200..300).contains(&code));
     let disabled = !owner_holds || target.as_ref().is_none_or(|target| target.disabled_at.is_some());
     let (status, next) = if delivered {
@@ -116,21 +94,16 @@ async fn send_one(
     } else {
         ("pending", now + delay(&policy.settings, number))
     };
-    let mut update = delivery::Entity::update_many()
-        .col_expr(delivery::Column::Status, Expr::value(status))
-        .col_expr(delivery::Column::Attempts, Expr::value(number))
-        .col_expr(delivery::Column::NextAttemptAt, Expr::value(next))
-        .col_expr(delivery::Column::LockToken, Expr::value(Option::<Uuid>::None))
-        .col_expr(delivery::Column::LockedBy, Expr::value(Option::<String>::None))
-        .col_expr(delivery::Column::LockedUntil, Expr::value(Option::<i64>::None))
-        .col_expr(delivery::Column::LastStatusCode, Expr::value(tried.status_code))
-        .col_expr(delivery::Column::LastError, Expr::value(tried.error))
-        .col_expr(delivery::Column::UpdatedAt, Expr::value(now));
-    if delivered {
-        update = update.col_expr(delivery::Column::DeliveredAt, Expr::value(now));
-    }
-    // Fenced: a sender whose lock lapsed (and was taken) settles nothing.
-    update.filter(delivery::Column::Id.eq(row.id)).filter(delivery::Column::LockToken.eq(token)).exec(db).await?;
+    let settled = DeliverySettled {
+        status,
+        attempts: number,
+        next_attempt_at: next,
+        last_status_code: tried.status_code,
+        last_error: tried.error,
+        delivered_at: delivered.then_some(now),
+        now,
+    };
+    store::webhooks::settle_delivery(db, row.id, token, settled).await?;
     if status == "dead" {
         metrics::counter!("webhook_deliveries_dead_total").increment(1);
     }
@@ -143,7 +116,7 @@ async fn send_one(
 async fn owner_holds(db: &DatabaseConnection, target: &endpoint::Model, now: i64) -> Result<bool, DbErr> {
     if let Some(key_id) = target.subject_id.strip_prefix("api_key:") {
         let Ok(key_id) = key_id.parse::<Uuid>() else { return Ok(false) };
-        let key = entity::api_key::Entity::find_by_id(key_id).one(db).await?;
+        let key = store::api_keys::find_any(db, key_id).await?;
         return Ok(key.is_some_and(|key| {
             key.tenant_id == target.tenant_id
                 && key.knowledge_space_id == target.knowledge_space_id
@@ -151,13 +124,8 @@ async fn owner_holds(db: &DatabaseConnection, target: &endpoint::Model, now: i64
                 && key.expires_at.is_none_or(|at| at > now)
         }));
     }
-    let member = entity::member::Entity::find()
-        .filter(entity::member::Column::TenantId.eq(target.tenant_id.as_str()))
-        .filter(entity::member::Column::KnowledgeSpaceId.eq(target.knowledge_space_id))
-        .filter(entity::member::Column::SubjectId.eq(target.subject_id.as_str()))
-        .filter(entity::member::Column::RemovedAt.is_null())
-        .one(db)
-        .await?;
+    let member =
+        store::members::find_active(db, &target.tenant_id, target.knowledge_space_id, &target.subject_id).await?;
     Ok(member.is_some())
 }
 

@@ -9,13 +9,13 @@ use uuid::Uuid;
 use worker::lifecycle;
 use worker::store::begin_write;
 
+use crate::audit::{self, action};
 use crate::error::{ApiError, IntoGql};
 use crate::graphql::access::{require_role, visible_task, visible_trace};
 use crate::graphql::context::{actor, principal, state};
 use crate::graphql::limits::{self, MAX_NAME_CHARS};
 use crate::graphql::types::ErasedCounts;
-use crate::store::audit::{self, action};
-use crate::store::spaces;
+use worker::store::spaces;
 
 /// Deleting mutations.
 #[derive(Default)]

@@ -7,6 +7,7 @@ use uuid::Uuid;
 use worker::knowledge::index::Indexing;
 use worker::store::begin_write;
 
+use super::creating::begin_creating;
 use crate::auth::Principal;
 use crate::error::{ApiError, IntoGql};
 use crate::graphql::access::require_role;
@@ -14,8 +15,8 @@ use crate::graphql::context::{principal, state};
 use crate::graphql::limits::{self, MAX_TITLE_CHARS};
 use crate::graphql::types::{AddKnowledgeDocumentInput, KnowledgeDocument, UpdateKnowledgeDocumentInput};
 use crate::state::AppState;
-use crate::store::begin_creating;
-use crate::store::documents::{self, DocumentChanges, NewDocument};
+use worker::knowledge::index::initial_status;
+use worker::store::documents::{self, DocumentChanges, NewDocument};
 
 /// Document mutations. Editors and owners write; viewers and API keys are `FORBIDDEN`;
 /// a document in a space the caller cannot see is `NOT_FOUND`, as a missing id is.
@@ -49,9 +50,10 @@ impl DocumentMutation {
                 source_uri,
                 metadata,
                 created_by: caller.subject_id.clone(),
+                indexing_status: initial_status(indexing.embeddings_on),
             };
             let txn = begin_creating(&app.db, &caller.tenant_id).await?;
-            let document = documents::add(&txn, new, &chunks, indexing.embeddings_on, entity::now_millis()).await?;
+            let document = documents::add(&txn, new, &chunks, entity::now_millis()).await?;
             txn.commit().await?;
             app.notifier.embeddings_due();
             Ok(KnowledgeDocument(document))
@@ -88,8 +90,8 @@ impl DocumentMutation {
                 }
                 let now = entity::now_millis();
                 let editor = &caller.subject_id;
-                let updated =
-                    documents::update(&txn, current, changes, editor, &chunks, indexing.embeddings_on, now).await?;
+                let status = initial_status(indexing.embeddings_on);
+                let updated = documents::update(&txn, current, changes, editor, &chunks, status, now).await?;
                 txn.commit().await?;
                 app.notifier.embeddings_due();
                 return Ok(KnowledgeDocument(updated));

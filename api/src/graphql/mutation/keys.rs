@@ -4,14 +4,17 @@ use entity::{MemberRole, api_key};
 use uuid::Uuid;
 use worker::store::begin_write;
 
+use super::creating::begin_creating;
+use crate::audit::{self, action};
 use crate::auth::Principal;
 use crate::error::{ApiError, IntoGql};
 use crate::graphql::access::require_role;
 use crate::graphql::context::{actor, principal, state};
 use crate::graphql::limits::{self, MAX_NAME_CHARS};
 use crate::graphql::types::{ApiKey, CreateApiKeyInput, CreatedApiKey};
-use crate::store::audit::{self, action};
-use crate::store::{api_keys, begin_creating};
+use worker::store::api_keys;
+
+use crate::auth::key_secret::{hash_secret, new_secret};
 
 /// API key mutations.
 #[derive(Default)]
@@ -30,15 +33,17 @@ impl KeyMutation {
             limits::text("name", &input.name, MAX_NAME_CHARS)?;
             let expires_at = limits::future("expiresAt", input.expires_at)?;
             require_role(db, caller, input.knowledge_space_id, MemberRole::can_manage).await?;
+            let secret = new_secret();
             let new = api_keys::NewApiKey {
                 tenant_id: caller.tenant_id.clone(),
                 knowledge_space_id: input.knowledge_space_id,
                 name: input.name,
                 expires_at,
                 created_by: caller.subject_id.clone(),
+                secret_hash: hash_secret(&secret),
             };
             let txn = begin_creating(db, &caller.tenant_id).await?;
-            let (key, secret) = api_keys::create(&txn, new).await?;
+            let key = api_keys::create(&txn, new).await?;
             audit::record(&txn, actor(ctx)?, key_entry(&key, action::API_KEY_CREATED), entity::now_millis()).await?;
             txn.commit().await?;
             Ok(CreatedApiKey::new(key, &secret))
@@ -56,7 +61,8 @@ impl KeyMutation {
             if key.revoked_at.is_some() {
                 return Err(ApiError::conflict("a revoked API key cannot be rotated"));
             }
-            let (key, secret) = api_keys::rotate(&txn, key).await?;
+            let secret = new_secret();
+            let key = api_keys::rotate(&txn, key, hash_secret(&secret)).await?;
             audit::record(&txn, actor(ctx)?, key_entry(&key, action::API_KEY_ROTATED), entity::now_millis()).await?;
             txn.commit().await?;
             // Grants of the old revision just died: followed tasks re-check now, not at

@@ -5,6 +5,8 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 use worker::store::begin_write;
 
+use super::creating::begin_creating;
+use crate::audit::{self, action};
 use crate::error::{ApiError, IntoGql};
 use crate::graphql::access::require_role;
 use crate::graphql::context::{actor, principal, state};
@@ -12,8 +14,7 @@ use crate::graphql::limits::{self, MAX_NAME_CHARS};
 use crate::graphql::types::{
     AddKnowledgeSpaceMemberInput, CreateKnowledgeSpaceInput, KnowledgeSpace, KnowledgeSpaceMember,
 };
-use crate::store::audit::{self, action};
-use crate::store::{begin_creating, members, spaces};
+use worker::store::{members, spaces};
 
 /// Space and member mutations.
 #[derive(Default)]

@@ -14,7 +14,7 @@ use crate::graphql::context::{principal, state};
 use crate::graphql::limits::{self, MAX_QUERY_CHARS};
 use crate::graphql::types::{CreateResearchTaskInput, ResearchTask};
 use crate::state::AppState;
-use crate::store::tasks;
+use worker::store::tasks;
 
 /// Research task mutations.
 #[derive(Default)]

@@ -6,14 +6,14 @@ use entity::now_millis;
 use uuid::Uuid;
 use worker::store::begin_write;
 
+use super::creating::begin_creating;
+use crate::audit::{self, action};
 use crate::error::{ApiError, IntoGql};
 use crate::graphql::access::{owned_endpoint, space_access};
 use crate::graphql::context::{actor, principal, state};
 use crate::graphql::limits;
 use crate::graphql::types::{CreateWebhookEndpointInput, CreatedWebhookEndpoint, WebhookDelivery, WebhookEndpoint};
-use crate::store::audit::{self, action};
-use crate::store::begin_creating;
-use crate::store::webhooks::{self, NewEndpoint};
+use worker::store::webhooks::{self, NewEndpoint};
 
 /// The longest endpoint URL accepted.
 const MAX_URL_CHARS: usize = 2_048;

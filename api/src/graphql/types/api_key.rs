@@ -6,7 +6,7 @@ use entity::api_key;
 use uuid::Uuid;
 
 use super::datetime;
-use crate::store::api_keys::format_key;
+use crate::auth::key_secret::format_key;
 
 /// A service credential bound to one knowledge space.
 pub struct ApiKey(pub api_key::Model);

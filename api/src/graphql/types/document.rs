@@ -10,7 +10,7 @@ use crate::error::{ApiError, IntoGql};
 use crate::graphql::context::state;
 use crate::graphql::enums::{GqlIndexingStatus, GqlMediaType};
 use crate::graphql::limits::{DEFAULT_PAGE, MAX_PAGE, after_sequence, page_size};
-use crate::store::documents;
+use worker::store::documents;
 
 /// A document research retrieves from.
 pub struct KnowledgeDocument(pub document::Model);

@@ -7,6 +7,7 @@ mod inputs;
 mod journal;
 mod space;
 mod task;
+mod time;
 mod trace;
 mod viewer;
 mod webhook;
@@ -21,14 +22,7 @@ pub use inputs::{
 pub use journal::{ResearchTaskAnswerDelta, ResearchTaskPartialResult, ResearchTaskProgressEvent};
 pub use space::{KnowledgeSpace, KnowledgeSpaceMember};
 pub use task::ResearchTask;
+pub use time::datetime;
 pub use trace::AnswerTrace;
 pub use viewer::Viewer;
 pub use webhook::{CreatedWebhookEndpoint, WebhookDelivery, WebhookEndpoint};
-
-use chrono::{DateTime, Utc};
-
-/// An epoch-milliseconds column as a DateTime. Columns hold times the service wrote, so
-/// the out-of-range fallback (the epoch) is never expected to show.
-pub fn datetime(millis: i64) -> DateTime<Utc> {
-    DateTime::from_timestamp_millis(millis).unwrap_or_default()
-}

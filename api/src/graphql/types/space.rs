@@ -11,7 +11,8 @@ use crate::graphql::context::state;
 use crate::graphql::enums::GqlRole;
 use crate::graphql::limits::{DEFAULT_PAGE, MAX_PAGE, page_size};
 use crate::graphql::relay::{self, PageArgs};
-use crate::store::{PageKey, api_keys, documents, members};
+use worker::store::pages::PageKey;
+use worker::store::{api_keys, documents, members};
 
 /// A knowledge space as one caller sees it: `viewer_role` is that caller's role (none for
 /// an API key), and owner-only fields answer `FORBIDDEN` to everyone else.
@@ -72,7 +73,7 @@ impl KnowledgeSpace {
             let caller = crate::graphql::context::principal(ctx)?;
             let db = &state(ctx)?.db;
             let rows =
-                crate::store::webhooks::list_owned(db, &caller.tenant_id, self.space.id, &caller.subject_id).await?;
+                worker::store::webhooks::list_owned(db, &caller.tenant_id, self.space.id, &caller.subject_id).await?;
             Ok::<_, ApiError>(rows.into_iter().map(super::WebhookEndpoint).collect())
         };
         run.await.gql()

@@ -15,7 +15,7 @@ use crate::graphql::context::state;
 use crate::graphql::enums::{GqlChannel, GqlMode, GqlStage};
 use crate::graphql::limits::{MAX_PAGE, after_sequence, page_size};
 use crate::graphql::loaders::{JournalPage, PartialPage, ProgressPage, RequestLoaders, TraceOfTask, loaded};
-use crate::store::answer_traces;
+use worker::store::answer_traces;
 
 /// A research task. Only the subject that created it sees it, and only while its grant holds.
 pub struct ResearchTask(pub job::Model);

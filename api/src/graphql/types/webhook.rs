@@ -12,7 +12,7 @@ use super::datetime;
 use crate::error::IntoGql;
 use crate::graphql::context::state;
 use crate::graphql::enums::{GqlDeliveryStatus, GqlEventType, GqlStage};
-use crate::store::webhooks;
+use worker::store::webhooks;
 
 /// The event type an endpoint names `research_task.*`.
 pub fn event_type_of(name: &str) -> Option<ProgressEventType> {

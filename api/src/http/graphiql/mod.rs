@@ -85,8 +85,8 @@ pub(crate) fn content_security_policy(host: Option<&str>) -> String {
 /// `Bearer <token>` for the development subject, only while the public development secret
 /// is in use (such a token proves nothing anyway).
 fn development_bearer(state: &AppState) -> Option<String> {
-    // On PostgreSQL the development secret verifies nothing (see `auth::Identity`).
-    if !state.settings.uses_development_secret() || !state.settings.is_sqlite() {
+    // Outside development mode the development secret verifies nothing (see `auth::Identity`).
+    if !state.settings.uses_development_secret() || !state.settings.development_mode() {
         return None;
     }
     let claims = Claims {

@@ -16,10 +16,10 @@ use axum::response::{Html, IntoResponse, Response};
 use serde_json::json;
 use uuid::Uuid;
 
+use crate::audit;
 use crate::auth::authenticate;
 use crate::state::AppState;
-use crate::store::audit;
-use crate::store::ops;
+use worker::store::ops;
 
 /// How often the stream sends a snapshot.
 const EVERY: Duration = Duration::from_secs(2);

@@ -21,9 +21,8 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_util::sync::CancellationToken;
 
-use super::MAX_INBOUND_BYTES;
 use super::admission::{Admission, admit_init, admit_subscribe};
-use super::protocol::{Incoming, Outgoing, Subprotocol, close, parse};
+use super::protocol::{Incoming, MAX_INBOUND_BYTES, Outgoing, Subprotocol, close, parse};
 use super::upgrade::Socket;
 use crate::auth::{Principal, authenticate};
 use crate::error::ApiError;

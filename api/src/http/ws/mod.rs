@@ -26,10 +26,7 @@ use super::GraphqlEndpoint;
 use super::admission::{Refused, admit};
 use crate::error::ApiError;
 
-/// The largest message a client may send; past it the connection closes with 1009. Client
-/// messages are operations and their variables: documents come over HTTP.
-pub const MAX_INBOUND_BYTES: usize = 64 * 1024;
-/// The largest frame the transport reads whole. Messages between [`MAX_INBOUND_BYTES`]
+/// The largest frame the transport reads whole. Messages between `protocol::MAX_INBOUND_BYTES`
 /// and this are read and then refused (1009), so nothing unread resets the connection
 /// before the client sees why; larger ones are refused from their header alone.
 const MAX_FRAME_BYTES: usize = 1024 * 1024;

@@ -10,6 +10,10 @@ use serde_json::{Value, json};
 /// `graphql-ws`).
 pub use async_graphql::http::WebSocketProtocols as Subprotocol;
 
+/// The largest message a client may send; past it the connection closes with 1009. Client
+/// messages are operations and their variables: documents come over HTTP.
+pub const MAX_INBOUND_BYTES: usize = 64 * 1024;
+
 /// The subprotocol of the negotiated `Sec-WebSocket-Protocol`; with none, the current one.
 pub fn negotiated(value: Option<&str>) -> Subprotocol {
     value.and_then(|value| value.parse().ok()).unwrap_or(Subprotocol::GraphQLWS)

@@ -6,7 +6,7 @@
 //! headings set the heading path of the blocks after them.
 use html5gum::{DefaultEmitter, Token, Tokenizer};
 
-use super::{Block, Emit, heading_text};
+use super::block::{Block, Emit, heading_text};
 
 /// Elements that are blocks of their own.
 const LEAVES: &[&[u8]] = &[

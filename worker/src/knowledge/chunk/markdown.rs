@@ -4,7 +4,7 @@
 //! element's source range and each piece of text's.
 use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
 
-use super::{Block, Emit, heading_text};
+use super::block::{Block, Emit, heading_text};
 
 /// Hands each block of `content` to `emit`, in order, until it says stop.
 pub(super) fn blocks(content: &str, emit: &mut Emit<'_>) {

@@ -6,6 +6,7 @@
 //! sentence boundaries into windows that overlap. A passage's character range indexes the
 //! stored `content` in Unicode code points, half-open: for whole blocks it spans their
 //! markup; for a window of a long block it spans the window's own text.
+mod block;
 mod html;
 mod markdown;
 mod plain;
@@ -16,7 +17,8 @@ use entity::MediaType;
 use serde::Deserialize;
 use unicode_segmentation::UnicodeSegmentation as _;
 
-use crate::engine::estimate_tokens;
+use self::block::Block;
+use crate::tokens::estimate_tokens;
 
 /// How documents are split (`KFS_CHUNK_TARGET_TOKENS`, `KFS_CHUNK_OVERLAP_TOKENS`,
 /// `KFS_CHUNK_MAX_PASSAGES`, `KFS_CHUNK_CONCURRENCY`, `KFS_CHUNK_WAIT_MS`).
@@ -78,65 +80,6 @@ pub struct Chunk {
     pub tokens: usize,
 }
 
-/// A piece of a block's text and the part of the source it came from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Segment {
-    /// Byte range in the block's text.
-    text: Range<usize>,
-    /// Byte range in the source.
-    source: Range<usize>,
-}
-
-/// A unit of a document's structure, as a parser found it.
-#[derive(Debug, Clone, Default)]
-struct Block {
-    /// Its byte range in the source, markup included.
-    source: Range<usize>,
-    /// Its text.
-    text: String,
-    /// Where each piece of `text` came from, in order.
-    segments: Vec<Segment>,
-    /// The headings above it.
-    headings: Vec<String>,
-    /// Whether it is a heading (which names what follows instead of being a passage).
-    heading: Option<usize>,
-}
-
-impl Block {
-    /// Appends `text` that came from `source`.
-    fn push(&mut self, text: &str, source: Range<usize>) {
-        let start = self.text.len();
-        self.text.push_str(text);
-        self.segments.push(Segment { text: start..self.text.len(), source });
-    }
-
-    /// The source byte range of a byte range of the text: exact where the text is a copy
-    /// of the source, the enclosing piece's bounds where it is not (a decoded entity), and
-    /// the nearest piece's bound for text the parser added between pieces (a space).
-    fn source_of(&self, text: Range<usize>) -> Range<usize> {
-        let linear = |segment: &Segment| segment.text.len() == segment.source.len();
-        // Segments are in text order: binary searches keep long blocks of many pieces
-        // (a paragraph full of inline markup) linear overall.
-        let first = self.segments.partition_point(|segment| segment.text.end <= text.start);
-        let start = match self.segments.get(first) {
-            Some(segment) if linear(segment) && text.start >= segment.text.start => {
-                segment.source.start + (text.start - segment.text.start)
-            }
-            Some(segment) => segment.source.start,
-            None => self.source.start,
-        };
-        let after_last = self.segments.partition_point(|segment| segment.text.start < text.end);
-        let end = match after_last.checked_sub(1).and_then(|last| self.segments.get(last)) {
-            Some(segment) if linear(segment) && text.end <= segment.text.end => {
-                segment.source.start + (text.end - segment.text.start)
-            }
-            Some(segment) => segment.source.end,
-            None => self.source.end,
-        };
-        start..end.max(start)
-    }
-}
-
 /// A document that splits into more passages than `KFS_CHUNK_MAX_PASSAGES` allows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("the content splits into more than {limit} passages, the most one document may hold (KFS_CHUNK_MAX_PASSAGES)")]
@@ -158,32 +101,6 @@ pub fn chunk(content: &str, media: MediaType, settings: &ChunkSettings) -> Resul
         MediaType::TextHtml => html::blocks(content, &mut emit),
     }
     packer.finish()
-}
-
-/// What a parser hands each block to; `false` means stop (the document is refused).
-type Emit<'a> = dyn FnMut(Block) -> bool + 'a;
-
-/// The longest heading kept in a heading path, in characters: a heading's text is copied
-/// into every passage under it, so a megabyte "heading" must not be.
-const MAX_HEADING_CHARS: usize = 200;
-
-/// A heading's text as a heading path holds it: whitespace collapsed, at most
-/// [`MAX_HEADING_CHARS`].
-fn heading_text(text: &str) -> String {
-    let mut collapsed = String::new();
-    for word in text.split_whitespace() {
-        if !collapsed.is_empty() {
-            collapsed.push(' ');
-        }
-        collapsed.push_str(word);
-        if collapsed.len() >= MAX_HEADING_CHARS * 4 {
-            break;
-        }
-    }
-    match collapsed.char_indices().nth(MAX_HEADING_CHARS) {
-        Some((at, _)) => collapsed[..at].to_owned(),
-        None => collapsed,
-    }
 }
 
 /// Merges small consecutive blocks under the same headings up to the target size and

@@ -1,6 +1,6 @@
 //! Plain text: paragraphs are runs of lines between blank lines, and a paragraph's text is
 //! exactly its slice of the source.
-use super::{Block, Emit};
+use super::block::{Block, Emit};
 
 /// Hands each paragraph of `content` to `emit`, in order, until it says stop.
 pub(super) fn blocks(content: &str, emit: &mut Emit<'_>) {

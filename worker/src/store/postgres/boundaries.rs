@@ -9,7 +9,7 @@ use sea_orm::{ActiveEnum as _, ConnectionTrait, DatabaseBackend, DbErr, FromQuer
 use serde::Serialize;
 use uuid::Uuid;
 
-use crate::store::boundaries::{BoundaryOutcome, BoundaryWrite, EventWrite, Landed, PartialWrite, TraceWrite};
+use crate::store::boundaries::rows::{BoundaryOutcome, BoundaryWrite, EventWrite, Landed, PartialWrite, TraceWrite};
 use crate::store::outbox::OPEN;
 use crate::store::tasks::fence;
 

@@ -8,7 +8,7 @@ use sea_orm::{ActiveEnum as _, ConnectionTrait, DatabaseBackend, DbErr, FromQuer
 use serde::Serialize;
 use uuid::Uuid;
 
-use crate::store::claims::{LeaseWrite, Leased};
+use crate::store::claims::rows::{LeaseWrite, Leased};
 use crate::store::journal::Appended;
 use crate::store::outbox::UNLEASED;
 

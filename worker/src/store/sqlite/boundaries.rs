@@ -9,10 +9,10 @@ use sea_orm::sea_query::{Expr, ExprTrait as _, Func};
 use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
 use uuid::Uuid;
 
-use crate::store::boundaries::{BoundaryOutcome, BoundaryWrite, Landed};
+use crate::store::boundaries::rows::{BoundaryOutcome, BoundaryWrite, Landed};
 use crate::store::tasks::fence;
 use crate::store::webhooks::{Owner, has_endpoint};
-use crate::store::{drafts, journal, outbox, traces};
+use crate::store::{answer_traces as traces, drafts, journal, outbox};
 
 pub(crate) async fn write<C: ConnectionTrait>(
     txn: &C,

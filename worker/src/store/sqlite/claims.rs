@@ -5,7 +5,7 @@ use entity::{research_task_job as job, research_task_progress_event as progress}
 use sea_orm::sea_query::{Expr, ExprTrait as _, Func};
 use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
 
-use crate::store::claims::{LeaseWrite, Leased};
+use crate::store::claims::rows::{LeaseWrite, Leased};
 use crate::store::webhooks::{Owner, has_endpoint};
 use crate::store::{grants, journal, outbox};
 

@@ -1,13 +1,13 @@
-//! The audit log: one append-only row per security-relevant action, written in the
-//! transaction of the action itself, so an action is recorded exactly when it happened.
+//! The audit log as the API writes it: one append-only row per security-relevant action,
+//! written in the transaction of the action itself (`worker::store::audit`), so an action
+//! is recorded exactly when it happened.
 //! Rows name who (subject, channel, API key, identity provider), what, on which thing and
 //! from which request; never a secret and never task content.
 use entity::audit_event as event;
-use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
+use sea_orm::{ConnectionTrait, DbErr};
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::{PageKey, before};
 use crate::auth::Principal;
 use crate::http::request_id::RequestId;
 
@@ -95,36 +95,4 @@ pub fn row(actor: Actor<'_>, entry: Entry<'_>, now: i64) -> event::Model {
         details: entry.details,
         created_at: now,
     }
-}
-
-/// A newest-first page of events, of one tenant and one space when they are given.
-pub async fn page<C: ConnectionTrait>(
-    conn: &C,
-    tenant_id: Option<&str>,
-    knowledge_space_id: Option<Uuid>,
-    after: Option<PageKey>,
-    limit: u64,
-) -> Result<Vec<event::Model>, DbErr> {
-    let mut query = event::Entity::find();
-    if let Some(space) = knowledge_space_id {
-        query = query.filter(event::Column::KnowledgeSpaceId.eq(space));
-    }
-    if let Some(tenant) = tenant_id {
-        query = query.filter(event::Column::TenantId.eq(tenant));
-    }
-    if let Some(key) = after {
-        query = query.filter(before(event::Column::CreatedAt, event::Column::Id, key));
-    }
-    // A tenant being erased has nothing readable, its log included, from the moment it
-    // was sealed (its rows go in batches after).
-    let sealed = sea_orm::sea_query::Query::select()
-        .expr(sea_orm::sea_query::Expr::val(1))
-        .from(entity::tenant_erasure::Entity)
-        .and_where(sea_orm::sea_query::ExprTrait::equals(
-            sea_orm::sea_query::Expr::col((entity::tenant_erasure::Entity, entity::tenant_erasure::Column::TenantId)),
-            (event::Entity, event::Column::TenantId),
-        ))
-        .to_owned();
-    query = query.filter(sea_orm::sea_query::ExprTrait::not(sea_orm::sea_query::Expr::exists(sealed)));
-    query.order_by_desc(event::Column::CreatedAt).order_by_desc(event::Column::Id).limit(limit).all(conn).await
 }

@@ -7,7 +7,8 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use super::{PageKey, before, members};
+use super::members;
+use super::pages::{PageKey, before};
 
 /// Inserts the space and makes `owner` its owner. Call inside one write transaction so a
 /// space never exists without an owner.

@@ -1,13 +1,13 @@
-//! What the operations page shows: counts and ids across every tenant, never a task's
-//! query, answer or evidence. Each read goes through an index (stage, lease, status).
+//! What operators read: the queue gauges' counts, and the operations page's snapshot:
+//! counts and ids across every tenant, never a task's query, answer or evidence. Each
+//! read goes through an index (stage, lease, status).
 use entity::{OutboxStatus, Stage, research_task_job as job, research_task_outbox as outbox};
 use sea_orm::{
-    ActiveEnum as _, ColumnTrait, DatabaseConnection, DbErr, EntityTrait, FromQueryResult, Iterable,
+    ActiveEnum as _, ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait, FromQueryResult, Iterable,
     PaginatorTrait as _, QueryFilter, QueryOrder, QuerySelect, sea_query::Expr,
 };
 use serde::Serialize;
 use uuid::Uuid;
-use worker::observe;
 
 /// One look at the service.
 #[derive(Debug, Serialize)]
@@ -78,12 +78,9 @@ pub struct Tenant {
 
 /// Reads one snapshot (the queue counts are the ones the gauges use).
 pub async fn snapshot(conn: &DatabaseConnection, now: i64) -> Result<Snapshot, DbErr> {
-    let stages = observe::stage_counts(conn)
-        .await?
-        .into_iter()
-        .map(|(stage, count)| (stage.as_str().to_owned(), count))
-        .collect();
-    let oldest = observe::oldest_queued_seconds(conn, now).await?;
+    let stages =
+        stage_counts(conn).await?.into_iter().map(|(stage, count)| (stage.as_str().to_owned(), count)).collect();
+    let oldest = oldest_queued_seconds(conn, now).await?;
     let completed_last_minute = job::Entity::find()
         .filter(job::Column::Stage.eq(Stage::Completed))
         .filter(job::Column::UpdatedAt.gte(now - 60_000))
@@ -108,8 +105,7 @@ pub async fn snapshot(conn: &DatabaseConnection, now: i64) -> Result<Snapshot, D
         .into_model::<Failure>()
         .all(conn)
         .await?;
-    let outbox =
-        observe::outbox_counts(conn).await?.into_iter().map(|(status, count)| (status.to_value(), count)).collect();
+    let outbox = outbox_counts(conn).await?.into_iter().map(|(status, count)| (status.to_value(), count)).collect();
     let dead_outbox = outbox::Entity::find()
         .select_only()
         .columns([outbox::Column::Id, outbox::Column::ResearchTaskJobId, outbox::Column::LastError])
@@ -123,7 +119,7 @@ pub async fn snapshot(conn: &DatabaseConnection, now: i64) -> Result<Snapshot, D
         .select_only()
         .column(job::Column::TenantId)
         .column_as(job::Column::Id.count(), "unfinished")
-        .filter(Expr::cust(format!("\"stage\" IN ({})", worker::db::UNFINISHED)))
+        .filter(Expr::cust(format!("\"stage\" IN ({})", migration::UNFINISHED)))
         .group_by(job::Column::TenantId)
         .order_by_desc(Expr::cust("\"unfinished\""))
         .limit(10)
@@ -141,4 +137,54 @@ pub async fn snapshot(conn: &DatabaseConnection, now: i64) -> Result<Snapshot, D
         dead_outbox,
         tenants,
     })
+}
+
+#[derive(FromQueryResult)]
+struct StageCount {
+    stage: Stage,
+    count: i64,
+}
+
+#[derive(FromQueryResult)]
+struct StatusCount {
+    status: OutboxStatus,
+    count: i64,
+}
+
+/// Tasks by stage, every stage listed (zero included), counted through the stage index.
+pub async fn stage_counts<C: ConnectionTrait>(db: &C) -> Result<Vec<(Stage, i64)>, DbErr> {
+    let rows = job::Entity::find()
+        .select_only()
+        .column(job::Column::Stage)
+        .column_as(job::Column::Id.count(), "count")
+        .group_by(job::Column::Stage)
+        .into_model::<StageCount>()
+        .all(db)
+        .await?;
+    let count = |stage: Stage| rows.iter().find(|row| row.stage == stage).map_or(0, |row| row.count);
+    Ok(<Stage as sea_orm::Iterable>::iter().map(|stage| (stage, count(stage))).collect())
+}
+
+/// Outbox rows by status, every status listed, counted through the status index.
+pub async fn outbox_counts<C: ConnectionTrait>(db: &C) -> Result<Vec<(OutboxStatus, i64)>, DbErr> {
+    let rows = outbox::Entity::find()
+        .select_only()
+        .column(outbox::Column::Status)
+        .column_as(outbox::Column::Id.count(), "count")
+        .group_by(outbox::Column::Status)
+        .into_model::<StatusCount>()
+        .all(db)
+        .await?;
+    let count = |status: OutboxStatus| rows.iter().find(|row| row.status == status).map_or(0, |row| row.count);
+    Ok(<OutboxStatus as sea_orm::Iterable>::iter().map(|status| (status, count(status))).collect())
+}
+
+/// Seconds the oldest queued task has waited (0 with none queued).
+pub async fn oldest_queued_seconds<C: ConnectionTrait>(db: &C, now: i64) -> Result<f64, DbErr> {
+    let oldest = job::Entity::find()
+        .filter(job::Column::Stage.eq(Stage::Queued))
+        .order_by_asc(job::Column::CreatedAt)
+        .one(db)
+        .await?;
+    Ok(oldest.map_or(0.0, |row| (now - row.created_at).max(0) as f64 / 1000.0))
 }

@@ -8,7 +8,7 @@
 //! (`sqlite/claims.rs`). Both also say whether each task's grant holds at the claim's time
 //! (so the run need not ask before its first stage) and whether its creator has a webhook
 //! endpoint (so an event nobody subscribed to costs no lookup).
-use entity::{GrantDenial, Stage, research_task_job as job};
+use entity::{Stage, research_task_job as job};
 use sea_orm::sea_query::{Expr, LockBehavior, LockType};
 use sea_orm::{
     ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, FromQueryResult, Iterable as _, QueryFilter,
@@ -16,8 +16,11 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use super::boundaries::EventWrite;
-use super::{Dialect, dialect};
+pub(crate) mod rows;
+
+pub use rows::{LeaseWrite, Leased};
+
+use crate::store::{Dialect, dialect};
 
 /// One tenant's space: the unit fair claiming takes turns between.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, FromQueryResult)]
@@ -32,8 +35,8 @@ pub struct Pair {
 /// unfinished tasks (one probe per pair), never a read of the backlog itself.
 pub async fn pairs<C: ConnectionTrait>(conn: &C) -> Result<Vec<Pair>, DbErr> {
     let sql = match dialect(conn) {
-        Dialect::Postgres => super::postgres::PAIRS,
-        Dialect::Sqlite => super::sqlite::PAIRS,
+        Dialect::Postgres => crate::store::postgres::PAIRS,
+        Dialect::Sqlite => crate::store::sqlite::PAIRS,
     };
     Pair::find_by_statement(Statement::from_string(conn.get_database_backend(), sql)).all(conn).await
 }
@@ -77,10 +80,10 @@ pub async fn live_leases<C: ConnectionTrait>(
     now: i64,
 ) -> Result<i64, DbErr> {
     let (sql, space) = match (dialect(conn), knowledge_space_id) {
-        (Dialect::Postgres, None) => (super::postgres::LIVE_LEASES_OF_TENANT, None),
-        (Dialect::Postgres, Some(space)) => (super::postgres::LIVE_LEASES_OF_SPACE, Some(space)),
-        (Dialect::Sqlite, None) => (super::sqlite::LIVE_LEASES_OF_TENANT, None),
-        (Dialect::Sqlite, Some(space)) => (super::sqlite::LIVE_LEASES_OF_SPACE, Some(space)),
+        (Dialect::Postgres, None) => (crate::store::postgres::LIVE_LEASES_OF_TENANT, None),
+        (Dialect::Postgres, Some(space)) => (crate::store::postgres::LIVE_LEASES_OF_SPACE, Some(space)),
+        (Dialect::Sqlite, None) => (crate::store::sqlite::LIVE_LEASES_OF_TENANT, None),
+        (Dialect::Sqlite, Some(space)) => (crate::store::sqlite::LIVE_LEASES_OF_SPACE, Some(space)),
     };
     let mut values: Vec<sea_orm::Value> = vec![now.into(), tenant_id.into()];
     values.extend(space.map(Into::into));
@@ -124,39 +127,6 @@ pub async fn due<C: ConnectionTrait>(
     query.all(txn).await
 }
 
-/// One lease, as decided: a due row (locked by the caller's transaction) goes to
-/// `worker_id` under a new token, counts an attempt, and runs from `stage`.
-#[derive(Debug, Clone)]
-pub struct LeaseWrite {
-    /// The task.
-    pub job_id: Uuid,
-    /// The fencing token of the new lease.
-    pub token: Uuid,
-    /// The worker it goes to.
-    pub worker_id: String,
-    /// The stage it runs from (the first of the pipeline for a queued task).
-    pub stage: Stage,
-    /// When the lease lapses unless renewed.
-    pub lease_expires_at: i64,
-    /// The claim's time.
-    pub now: i64,
-    /// Its `started` event, when it starts now.
-    pub started: Option<EventWrite>,
-}
-
-/// A leased task.
-#[derive(Debug, Clone)]
-pub struct Leased {
-    /// The row as leased.
-    pub job: job::Model,
-    /// Its `started` event's sequence and whether it is new, when one was asked for.
-    pub started: Option<super::journal::Appended>,
-    /// Whether the task's creator has an enabled webhook endpoint.
-    pub any_endpoint: bool,
-    /// Why the task's grant does not hold at the claim's time (`None`: it holds).
-    pub grant: Option<GrantDenial>,
-}
-
 /// Writes `leases` (due rows the caller's transaction locked) and returns each leased row,
 /// in the order given: the row's lease, attempt and stage, the `started` event when there
 /// is one, and the task's open outbox entries marked `leased` (fencing out any publish
@@ -166,7 +136,7 @@ pub async fn lease<C: ConnectionTrait>(txn: &C, leases: &[LeaseWrite]) -> Result
         return Ok(Vec::new());
     }
     match dialect(txn) {
-        Dialect::Postgres => super::postgres::claims::lease(txn, leases).await,
-        Dialect::Sqlite => super::sqlite::claims::lease(txn, leases).await,
+        Dialect::Postgres => crate::store::postgres::claims::lease(txn, leases).await,
+        Dialect::Sqlite => crate::store::sqlite::claims::lease(txn, leases).await,
     }
 }

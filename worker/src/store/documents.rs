@@ -1,18 +1,23 @@
-//! `knowledge_documents`: what research retrieves from. Every write re-splits the
-//! document into passages in the same transaction (`worker::knowledge::index`), so search
-//! never sees a document without its passages or with another revision's; evidence
-//! already written keeps its own copy of the text.
-use entity::{MediaType, knowledge_document as document, knowledge_passage as passage};
+//! Documents and their passages (`knowledge_documents`, `knowledge_passages`): what
+//! research retrieves from. Every write replaces the document's passages in the same
+//! transaction (split beforehand by `knowledge::index`), so search never sees a document
+//! without its passages or with another revision's; evidence already written keeps its
+//! own copy of the text.
+use entity::{IndexingStatus, MediaType, knowledge_document as document, knowledge_passage as passage};
+use sea_orm::sea_query::{Expr, ExprTrait as _, LockType};
 use sea_orm::{
-    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel, QueryFilter,
-    QueryOrder, QuerySelect,
+    ActiveModelTrait, ActiveValue::Set, ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel,
+    QueryFilter, QueryOrder, QuerySelect,
 };
-use serde_json::Value;
+use serde_json::{Value, json};
 use uuid::Uuid;
-use worker::knowledge::chunk::Chunk;
-use worker::knowledge::index::{initial_status, lock_document, write_passages};
 
-use super::{PageKey, before};
+use super::pages::{PageKey, before};
+use super::{Dialect, dialect};
+use crate::knowledge::chunk::Chunk;
+
+/// Passages inserted per statement (13 values each, well under SQLite's variable limit).
+const INSERT_BATCH: usize = 200;
 
 /// What a new document needs.
 #[derive(Debug, Clone)]
@@ -33,6 +38,8 @@ pub struct NewDocument {
     pub metadata: Value,
     /// The subject adding it.
     pub created_by: String,
+    /// The indexing status it starts in (`knowledge::index::initial_status`).
+    pub indexing_status: IndexingStatus,
 }
 
 /// The fields an edit may change; `None` keeps the current value.
@@ -65,7 +72,6 @@ pub async fn add<C: ConnectionTrait>(
     conn: &C,
     new: NewDocument,
     chunks: &[Chunk],
-    embeddings_on: bool,
     now: i64,
 ) -> Result<document::Model, DbErr> {
     let row = document::ActiveModel {
@@ -82,7 +88,7 @@ pub async fn add<C: ConnectionTrait>(
         metadata: Set(new.metadata),
         revision: Set(1),
         indexed_revision: Set(None),
-        indexing_status: Set(initial_status(embeddings_on)),
+        indexing_status: Set(new.indexing_status),
         indexing_error: Set(None),
         indexing_attempts: Set(0),
         indexing_available_at: Set(Some(now)),
@@ -98,15 +104,15 @@ pub async fn add<C: ConnectionTrait>(
 
 /// Applies `changes` as a new revision with its passages (`chunks`, split from the
 /// changed content beforehand: [`DocumentChanges::apply_to`] says what that is). The
-/// embedding state starts over, and its lock is cleared, which fences out an embedding
-/// run of the old revision.
+/// embedding state starts over in `indexing_status`, and its lock is cleared, which fences
+/// out an embedding run of the old revision.
 pub async fn update<C: ConnectionTrait>(
     conn: &C,
     current: document::Model,
     changes: DocumentChanges,
     editor: &str,
     chunks: &[Chunk],
-    embeddings_on: bool,
+    indexing_status: IndexingStatus,
     now: i64,
 ) -> Result<document::Model, DbErr> {
     let revision = current.revision + 1;
@@ -129,7 +135,7 @@ pub async fn update<C: ConnectionTrait>(
     row.revision = Set(revision);
     row.updated_at = Set(now);
     row.updated_by = Set(Some(editor.to_owned()));
-    row.indexing_status = Set(initial_status(embeddings_on));
+    row.indexing_status = Set(indexing_status);
     row.indexing_error = Set(None);
     row.indexing_attempts = Set(0);
     row.indexing_available_at = Set(Some(now));
@@ -154,7 +160,100 @@ pub async fn find<C: ConnectionTrait>(conn: &C, tenant_id: &str, id: Uuid) -> Re
 /// [`find`], locking the row until the transaction ends, so two edits of one document
 /// apply one after the other.
 pub async fn lock<C: ConnectionTrait>(txn: &C, tenant_id: &str, id: Uuid) -> Result<Option<document::Model>, DbErr> {
-    Ok(lock_document(txn, id).await?.filter(|document| document.tenant_id == tenant_id))
+    Ok(lock_any(txn, id).await?.filter(|document| document.tenant_id == tenant_id))
+}
+
+/// Reads the document (any tenant's) and locks its row until the transaction ends
+/// (SQLite's write transactions hold the one write lock already).
+pub async fn lock_any<C: ConnectionTrait>(txn: &C, id: Uuid) -> Result<Option<document::Model>, DbErr> {
+    let mut query = document::Entity::find_by_id(id);
+    if dialect(txn) == Dialect::Postgres {
+        query = query.lock(LockType::Update);
+    }
+    query.one(txn).await
+}
+
+/// The document by id alone (any tenant's).
+pub async fn find_any<C: ConnectionTrait>(conn: &C, id: Uuid) -> Result<Option<document::Model>, DbErr> {
+    document::Entity::find_by_id(id).one(conn).await
+}
+
+/// Replaces the document's passages with `chunks` (split from its current content) and
+/// records the revision they belong to. Call inside the transaction that wrote the
+/// document.
+pub async fn write_passages<C: ConnectionTrait>(
+    conn: &C,
+    document: &document::Model,
+    chunks: &[Chunk],
+    now: i64,
+) -> Result<usize, DbErr> {
+    passage::Entity::delete_many().filter(passage::Column::DocumentId.eq(document.id)).exec(conn).await?;
+    // Rows are built a batch at a time: a document's passages are held once, as chunks.
+    for batch in chunks.chunks(INSERT_BATCH) {
+        let rows = batch.iter().map(|piece| passage::ActiveModel {
+            id: Set(Uuid::now_v7()),
+            tenant_id: Set(document.tenant_id.clone()),
+            knowledge_space_id: Set(document.knowledge_space_id),
+            document_id: Set(document.id),
+            document_revision: Set(document.revision),
+            ordinal: Set(piece.ordinal),
+            char_start: Set(i32::try_from(piece.char_start).unwrap_or(i32::MAX)),
+            char_end: Set(i32::try_from(piece.char_end).unwrap_or(i32::MAX)),
+            heading_path: Set(json!(piece.heading_path)),
+            context: Set(context(&document.title, &piece.heading_path)),
+            text: Set(piece.text.clone()),
+            token_count: Set(i32::try_from(piece.tokens).unwrap_or(i32::MAX)),
+            created_at: Set(now),
+        });
+        passage::Entity::insert_many(rows).exec_without_returning(conn).await?;
+    }
+    document::Entity::update_many()
+        .col_expr(document::Column::IndexedRevision, Expr::value(document.revision))
+        .filter(document::Column::Id.eq(document.id))
+        .exec(conn)
+        .await?;
+    Ok(chunks.len())
+}
+
+/// What full-text search weighs with a passage's text: the document's title and the
+/// headings above the passage.
+fn context(title: &str, headings: &[String]) -> String {
+    std::iter::once(title).chain(headings.iter().map(String::as_str)).collect::<Vec<_>>().join(" › ")
+}
+
+/// Up to `limit` ids of documents whose passages are missing or from an older revision
+/// (stored before passages existed), in id order.
+pub async fn unsplit<C: ConnectionTrait>(conn: &C, limit: u64) -> Result<Vec<Uuid>, DbErr> {
+    let stale = Condition::any()
+        .add(document::Column::IndexedRevision.is_null())
+        .add(Expr::col(document::Column::IndexedRevision).not_equals(document::Column::Revision));
+    document::Entity::find()
+        .select_only()
+        .column(document::Column::Id)
+        .filter(stale)
+        .order_by_asc(document::Column::Id)
+        .limit(limit)
+        .into_tuple()
+        .all(conn)
+        .await
+}
+
+/// Sets the document's indexing status (and error) as of `now`, when it is due again.
+pub async fn set_indexing<C: ConnectionTrait>(
+    txn: &C,
+    id: Uuid,
+    status: IndexingStatus,
+    error: Option<String>,
+    now: i64,
+) -> Result<(), DbErr> {
+    document::Entity::update_many()
+        .col_expr(document::Column::IndexingStatus, Expr::value(status))
+        .col_expr(document::Column::IndexingError, Expr::value(error))
+        .col_expr(document::Column::IndexingAvailableAt, Expr::value(now))
+        .filter(document::Column::Id.eq(id))
+        .exec(txn)
+        .await?;
+    Ok(())
 }
 
 /// One page of a space's documents, newest first.

@@ -1,10 +1,11 @@
-//! `answer_traces`: reads scoped to the subject that asked. Legacy rows (no subject) match
-//! no subject, so they are never returned.
+//! Answer traces (`answer_traces`): a completed task's answer and the evidence it cites,
+//! bound to the task's subject and grant. Reads are scoped to the subject that asked;
+//! legacy rows (no subject) match no subject, so they are never returned.
 use entity::answer_trace as trace;
 use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 use uuid::Uuid;
 
-use super::{PageKey, before};
+use super::pages::{PageKey, before};
 
 /// The trace with this id if `subject_id` of `tenant_id` owns it.
 pub async fn find_owned<C: ConnectionTrait>(
@@ -77,4 +78,15 @@ pub async fn page<C: ConnectionTrait>(
         query = query.filter(before(trace::Column::CreatedAt, trace::Column::Id, key));
     }
     query.order_by_desc(trace::Column::CreatedAt).order_by_desc(trace::Column::Id).limit(limit).all(conn).await
+}
+
+/// Writes an answer trace (decided by the caller) and returns it.
+pub async fn insert<C: ConnectionTrait>(txn: &C, row: trace::Model) -> Result<trace::Model, DbErr> {
+    use sea_orm::{ActiveModelTrait as _, IntoActiveModel as _};
+    trace::Entity::insert(row.into_active_model().reset_all()).exec_with_returning(txn).await
+}
+
+/// The answer trace, if there is one (unscoped: for the lifecycle, after its own checks).
+pub async fn find<C: ConnectionTrait>(conn: &C, id: Uuid) -> Result<Option<trace::Model>, DbErr> {
+    trace::Entity::find_by_id(id).one(conn).await
 }

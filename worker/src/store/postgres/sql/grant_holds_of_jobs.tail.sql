@@ -1,0 +1,1 @@
+ FROM (SELECT "research_task_jobs"."permission_snapshot_id" AS "snapshot_id", CAST($1 AS bigint) AS "now") AS "grant_of") IS NULL

@@ -1,0 +1,1 @@
+       FROM (SELECT "job"."permission_snapshot_id" AS "snapshot_id", CAST(? AS INTEGER) AS "now") AS "grant_of") IS NULL
