@@ -152,7 +152,7 @@ struct Defaults {
 impl Default for Defaults {
     fn default() -> Self {
         Self {
-            database_url: "sqlite://./data/kfs.sqlite?mode=rwc".to_owned(),
+            database_url: worker::db::EMBEDDED_URL.to_owned(),
             listen_addr: "127.0.0.1:8000".to_owned(),
             jwt_secret: DEVELOPMENT_JWT_SECRET.to_owned(),
             jwks_timeout_ms: 3_000,

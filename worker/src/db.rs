@@ -131,6 +131,10 @@ pub fn pool_connections(db: &DatabaseConnection) -> Option<(u32, usize)> {
     Some((pool.size(), pool.num_idle()))
 }
 
+/// The embedded database, the default: a SQLite file beside the process, created and
+/// migrated on start.
+pub const EMBEDDED_URL: &str = "sqlite://./data/kfs.sqlite?mode=rwc";
+
 /// Whether `url` names the embedded database (a SQLite file in this process) rather than
 /// a database server.
 pub fn is_embedded(url: &str) -> bool {

@@ -1,4 +1,21 @@
 //! The HTTP surface: GraphQL over HTTP, the WebSocket endpoint, GraphiQL and health.
+//!
+//! **What is stock and what is ours.** async-graphql executes every operation
+//! (`Schema::execute`, `execute_stream`) and names the WebSocket subprotocols;
+//! async-graphql-axum's `GraphQLResponse` writes every executed HTTP response (with its
+//! cache control and headers). Ours, because the stock behaviour fails the spec or our
+//! design: the request extractor (the stock one accepts batches and answers malformed
+//! parameters with plain-text 400s, where the graphql-http audit wants GraphQL errors with
+//! codes), the status and content type of each response (the stock responder answers 200
+//! with `application/graphql-response+json` to every client), the WebSocket loop (the
+//! stock one buffers each operation's output in a queue per connection, authenticates only
+//! at `connection_init`, and has neither our close codes nor per-operation limits), and the
+//! WebSocket handshake (`ws/upgrade.rs`, over hyper's upgrade and tokio-tungstenite:
+//! axum's gives no way back to the transport, which the connection must read and discard
+//! after refusing an oversized frame from its header, or the reset loses the 1009).
+//! async-graphql's `Tracing` extension is not used: its `parse` span records the document
+//! with its variables inlined; `graphql/spans.rs` opens an operation span named by the
+//! operation and a span per object resolver.
 
 mod admission;
 pub(crate) mod error_codes;

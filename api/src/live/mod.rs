@@ -1,5 +1,5 @@
 //! Live fan-out for subscriptions. The process's one database listener
-//! (`worker::listener`) turns PostgreSQL NOTIFYs into in-process signals; one [`Topic`] per followed task reads each new row once
+//! (`worker::store::signals`) turns PostgreSQL NOTIFYs into in-process signals; one [`Topic`] per followed task reads each new row once
 //! and broadcasts it to every subscriber of that task, so an event costs one query per
 //! task, not one per subscriber. Subscribers replay from the database themselves and fall
 //! back to it whenever they see a gap, so a lost signal delays a row but never loses it.

@@ -16,7 +16,7 @@ use backon::BackoffBuilder as _;
 use entity::ResearchMode;
 use serde_json::{Value, json};
 
-pub use client::{CallError, ChatClient, ChatOutput, ChatRequest, Message, Usage};
+pub use client::{CallError, ChatClient, ChatOutput, ChatRequest, Usage};
 pub use tokens::Counter;
 
 use crate::config::ChatEndpoint;

@@ -41,6 +41,7 @@ impl Counter {
     }
 
     /// Whether counts are exact rather than bounds.
+    #[cfg(test)]
     pub fn is_exact(&self) -> bool {
         matches!(self, Self::Exact(_))
     }
