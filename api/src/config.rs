@@ -313,4 +313,17 @@ mod tests {
             Ok(())
         });
     }
+
+    #[test]
+    fn development_mode_is_a_setting_that_a_database_server_never_has() {
+        Jail::expect_with(|jail| {
+            jail.clear_env();
+            jail.set_env("KFS_DEVELOPMENT", "false");
+            assert!(!Settings::load(None).map_err(|error| error.to_string())?.development_mode());
+            jail.set_env("KFS_DEVELOPMENT", "true");
+            jail.set_env("DATABASE_URL", "postgres://db.example/kfs");
+            assert!(!Settings::load(None).map_err(|error| error.to_string())?.development_mode());
+            Ok(())
+        });
+    }
 }

@@ -164,7 +164,7 @@ class Crate:
                 file = self.resolve(target)
                 if file:
                     deps.add(file)
-                if target in self.files:
+                if target and target in self.files:
                     aliases[alias or target[-1]] = target
         for match in PATH.findall(self.code[module]):
             parts = match.split("::")

@@ -71,7 +71,10 @@ pub async fn create(
         None => Uuid::now_v7(),
     };
     tracing::Span::current().record("task.id", tracing::field::display(id));
-    if let Some(existing) = store::tasks::find(db, id).await? {
+    // Only a key can name a task that exists: a fresh id needs no lookup.
+    if input.idempotency_key.is_some()
+        && let Some(existing) = store::tasks::find(db, id).await?
+    {
         return replay(db, existing, &input, now).await;
     }
     match insert(db, notifier, id, &input, now).await {

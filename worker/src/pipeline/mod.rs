@@ -10,7 +10,7 @@ mod keeper;
 mod stages;
 
 pub use committer::BoundaryCommitter;
-pub use keeper::{Holding, LeaseKeeper};
+pub use keeper::LeaseKeeper;
 
 use std::future::Future;
 use std::sync::Arc;

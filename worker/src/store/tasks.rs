@@ -39,9 +39,13 @@ pub struct NewTaskRows {
 }
 
 /// Writes a new task with its grant, trace context and first outbox entry; returns the
-/// task as written.
+/// task as written. One statement on PostgreSQL; one insert per row on SQLite.
 pub async fn create<C: ConnectionTrait>(txn: &C, rows: NewTaskRows) -> Result<job::Model, DbErr> {
     use entity::{permission_snapshot as snapshot, research_task_outbox as outbox};
+    if dialect(txn) == Dialect::Postgres {
+        let NewTaskRows { snapshot, task, trace_context, outbox } = rows;
+        return super::postgres::create::create(txn, &snapshot, task, trace_context.as_ref(), &outbox).await;
+    }
     snapshot::Entity::insert(rows.snapshot.into_active_model().reset_all()).exec_without_returning(txn).await?;
     job::Entity::insert(rows.task.clone().into_active_model().reset_all()).exec_without_returning(txn).await?;
     if let Some(context) = rows.trace_context {

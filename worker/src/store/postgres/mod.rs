@@ -34,6 +34,10 @@ pub(crate) const BOUNDARIES: &str =
 
 pub(crate) mod boundaries;
 pub(crate) mod claims;
+pub(crate) mod create;
+
+/// A new task's rows in one statement (`store::tasks::create`).
+pub(crate) const CREATE_TASK: &str = statement!("create_task");
 
 /// Leases in one statement (`store::claims::lease`).
 pub(crate) const CLAIMS: &str = statement!("claims.head", "any_endpoint", "claims.body", "grant_denial", "claims.tail");
