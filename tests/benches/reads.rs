@@ -13,7 +13,7 @@
 //! workspace-tests --bench reads`; `KFS_BENCH_CLIENTS` (32) and `KFS_BENCH_SECONDS` (8)
 //! change the load; `KFS_BENCH_API=<path>` measures another build of the `api` binary
 //! (an earlier commit's, for a before-and-after in one sitting). Needs `pgbench` on the
-//! PATH, and `npm ci --prefix tests` for PostGraphile (skipped without it). The load
+//! PATH, and `npm ci --prefix tests/postgraphile` for PostGraphile (skipped without it). The load
 //! generator shares the machine's cores with the server and the database, as pgbench does.
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -88,7 +88,7 @@ fn run() -> anyhow::Result<()> {
                 "PostGraphile 4, researchTaskJobById(id)",
                 task / rate
             ),
-            None => println!("PostGraphile 4: skipped (run `npm ci --prefix tests`)"),
+            None => println!("PostGraphile 4: skipped (run `npm ci --prefix tests/postgraphile`)"),
         }
         for size in [10, 50] {
             let per_request = fixture.statements_per_list(&http, size).await?;
@@ -327,7 +327,8 @@ mod exchanges {
     }
 }
 
-/// PostGraphile 4 (`npm ci --prefix tests`) serving the database, for a comparison.
+/// PostGraphile 4 (`npm ci --prefix tests/postgraphile`: a folder of its own, as it needs
+/// graphql 15 and the test clients graphql 16) serving the database, for a comparison.
 mod postgraphile {
     use std::time::Duration;
 
@@ -343,7 +344,7 @@ mod postgraphile {
 
     /// Starts PostGraphile on the database at `database_url`; `None` when it is not installed.
     pub async fn start(database_url: &str) -> anyhow::Result<Option<Server>> {
-        let cli = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("node_modules/postgraphile/cli.js");
+        let cli = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("postgraphile/node_modules/postgraphile/cli.js");
         if !cli.is_file() {
             return Ok(None);
         }
