@@ -344,7 +344,8 @@ mod postgraphile {
 
     /// Starts PostGraphile on the database at `database_url`; `None` when it is not installed.
     pub async fn start(database_url: &str) -> anyhow::Result<Option<Server>> {
-        let cli = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("postgraphile/node_modules/postgraphile/cli.js");
+        let cli =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("postgraphile/node_modules/postgraphile/cli.js");
         if !cli.is_file() {
             return Ok(None);
         }
