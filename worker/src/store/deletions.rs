@@ -31,39 +31,23 @@ pub async fn ids_in_space<C: ConnectionTrait>(
     space_id: Uuid,
     limit: Option<u64>,
 ) -> Result<Vec<Uuid>, DbErr> {
+    // The three tables name their id, tenant and space columns alike.
+    macro_rules! ids_of {
+        ($table:ident) => {
+            ids::<$table::Entity, _>(
+                conn,
+                [$table::Column::Id, $table::Column::TenantId, $table::Column::KnowledgeSpaceId],
+                tenant_id,
+                space_id,
+                limit,
+            )
+            .await
+        };
+    }
     match kind {
-        Batched::Tasks => {
-            ids::<job::Entity, _>(
-                conn,
-                [job::Column::Id, job::Column::TenantId, job::Column::KnowledgeSpaceId],
-                tenant_id,
-                space_id,
-                limit,
-            )
-            .await
-        }
-        Batched::Traces => {
-            use answer_trace::Column;
-            ids::<answer_trace::Entity, _>(
-                conn,
-                [Column::Id, Column::TenantId, Column::KnowledgeSpaceId],
-                tenant_id,
-                space_id,
-                limit,
-            )
-            .await
-        }
-        Batched::Documents => {
-            use document::Column;
-            ids::<document::Entity, _>(
-                conn,
-                [Column::Id, Column::TenantId, Column::KnowledgeSpaceId],
-                tenant_id,
-                space_id,
-                limit,
-            )
-            .await
-        }
+        Batched::Tasks => ids_of!(job),
+        Batched::Traces => ids_of!(answer_trace),
+        Batched::Documents => ids_of!(document),
     }
 }
 

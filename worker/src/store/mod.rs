@@ -16,6 +16,41 @@
 //! Every operation takes `&impl ConnectionTrait`, so it runs alone or inside the caller's
 //! transaction; operations that need the job's row lock say so.
 
+/// The statements both backends have, by the same names, each read from its own
+/// backend's `sql/` folder (a backend missing one does not compile). Invoked in
+/// `postgres` and `sqlite` after each defines its `statement!`.
+macro_rules! shared_statements {
+    () => {
+        /// The grant rule's verdicts for a set of snapshots (`store::grants::verdicts`).
+        pub(crate) const GRANT_VERDICTS: &str =
+            statement!("grant_verdicts.head", "grant_denial", "grant_verdicts.tail");
+        /// A task row's lease, stage and grant verdict, locked (`store::tasks::fence`).
+        pub(crate) const FENCE: &str = statement!("fence.head", "grant_denial", "fence.tail");
+        /// Every pair with unfinished tasks (`store::claims::pairs`).
+        pub(crate) const PAIRS: &str = statement!("pairs");
+        /// A tenant's live leases (`store::claims::live_leases`).
+        pub(crate) const LIVE_LEASES_OF_TENANT: &str = statement!("live_leases");
+        /// A space's live leases (`store::claims::live_leases`).
+        pub(crate) const LIVE_LEASES_OF_SPACE: &str = statement!("live_leases", "live_leases.space");
+        /// What a tenant's tasks spent since a time (`store::quotas::usd_nanos_spent_since`).
+        pub(crate) const USD_NANOS_SPENT_SINCE: &str = statement!("usd_nanos_spent_since");
+        /// A task by id, if its subject reads it and its grant holds (`store::tasks::find_readable`).
+        pub(crate) const TASK_READABLE: &str = statement!("task_readable.head", "grant_denial", "task_readable.tail");
+        /// The grant rule as a condition on a `research_task_jobs` row, at one bound time
+        /// (`store::tasks::page`).
+        pub(crate) const GRANT_HOLDS_OF_JOBS: &str =
+            statement!("grant_holds_of_jobs.head", "grant_denial", "grant_holds_of_jobs.tail");
+        /// A space's best passages for a query (`store::passages::full_text`).
+        pub(crate) const FULL_TEXT: &str = statement!("full_text");
+        /// A document's passages without a model's embedding (`store::embeddings::unembedded`).
+        pub(crate) const UNEMBEDDED: &str = statement!("unembedded");
+        /// Ready documents lacking a model's vectors wait again (`store::embeddings::reconcile`).
+        pub(crate) const RECONCILE_UNEMBEDDED: &str = statement!("reconcile_unembedded");
+        /// A space's passages by id (`store::passages::by_ids`).
+        pub(crate) const PASSAGES_BY_IDS: &str = statement!("passages_by_ids");
+    };
+}
+
 pub mod answer_traces;
 pub mod api_keys;
 pub mod audit;
