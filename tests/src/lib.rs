@@ -22,6 +22,7 @@ pub mod jwks_server;
 pub mod openai_server;
 pub mod otlp_receiver;
 pub mod process;
+pub mod rerank_server;
 pub mod retrieval_eval;
 pub mod schema;
 pub mod server;

@@ -10,13 +10,15 @@ pub use crate::knowledge::chunk::ChunkSettings;
 
 /// The environment variables every binary reads into its settings, over what the TOML file
 /// said: `KFS_WORKER_<FIELD>` into `[worker]`, `KFS_CHUNK_<FIELD>` into `[worker.chunk]`,
-/// `KFS_EMBEDDINGS_<FIELD>` into `[worker.embeddings]`, `KFS_ENGINE` into
+/// `KFS_EMBEDDINGS_<FIELD>` into `[worker.embeddings]`, `KFS_RERANK_<FIELD>` into
+/// `[worker.rerank]`, `KFS_ENGINE` into
 /// `[worker.engine] kind`, `KFS_OPENAI_<FIELD>` into `[worker.openai]`, and `DATABASE_URL`.
 pub fn environment(figment: Figment) -> Figment {
     figment
         .merge(Env::prefixed("KFS_WORKER_").map(|key| format!("worker.{key}").into()))
         .merge(Env::prefixed("KFS_CHUNK_").map(|key| format!("worker.chunk.{key}").into()))
         .merge(Env::prefixed("KFS_EMBEDDINGS_").map(|key| format!("worker.embeddings.{key}").into()))
+        .merge(Env::prefixed("KFS_RERANK_").map(|key| format!("worker.rerank.{key}").into()))
         .merge(Env::raw().only(&["KFS_ENGINE"]).map(|_| "worker.engine.kind".into()))
         .merge(Env::prefixed("KFS_OPENAI_").map(|key| format!("worker.openai.{key}").into()))
         .merge(Env::prefixed("KFS_WEBHOOK_").map(|key| format!("worker.webhooks.{key}").into()))
@@ -224,9 +226,56 @@ impl Default for EmbeddingSettings {
     }
 }
 
-/// The endpoint embeddings are made with, when configured.
+/// A reranking endpoint speaking the common `POST {base}/rerank` format (Cohere, Jina,
+/// Voyage, Hugging Face TEI, Infinity, vLLM).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct RerankSettings {
+    /// `KFS_RERANK_BASE_URL`, e.g. `https://api.cohere.com/v2` or `http://127.0.0.1:7997`.
+    pub base_url: Option<String>,
+    /// `KFS_RERANK_MODEL`, e.g. `rerank-v3.5` or `BAAI/bge-reranker-base`.
+    pub model: Option<String>,
+    /// `KFS_RERANK_API_KEY`: sent as a bearer token; never logged.
+    pub api_key: Option<SecretString>,
+    /// `KFS_RERANK_USD_PER_1K_SEARCHES`: what 1,000 rerank requests cost (0 for a local
+    /// server); each request is charged to the task and must fit in its budget.
+    pub usd_per_1k_searches: f64,
+    /// `KFS_RERANK_TIMEOUT_MS`: how long one request may take.
+    pub timeout_ms: u64,
+    /// `KFS_RERANK_MAX_RETRIES`: retries of one request after a transient failure (429,
+    /// 5xx, a timeout) before retrieval goes on in fused order.
+    pub max_retries: u32,
+}
+
+impl Default for RerankSettings {
+    fn default() -> Self {
+        Self { base_url: None, model: None, api_key: None, usd_per_1k_searches: 0.0, timeout_ms: 5_000, max_retries: 2 }
+    }
+}
+
+impl RerankSettings {
+    /// The endpoint, `None` when reranking is off, or why the settings are incomplete.
+    pub fn endpoint(&self) -> Result<Option<ModelEndpoint>, String> {
+        let blank = |value: &Option<String>| value.as_deref().is_none_or(|value| value.trim().is_empty());
+        if !self.usd_per_1k_searches.is_finite() || self.usd_per_1k_searches < 0.0 {
+            return Err("KFS_RERANK_USD_PER_1K_SEARCHES must be a price of 0 or more".to_owned());
+        }
+        match (blank(&self.base_url), blank(&self.model)) {
+            (true, true) => Ok(None),
+            (false, true) => Err("KFS_RERANK_BASE_URL is set but KFS_RERANK_MODEL is not".to_owned()),
+            (true, false) => Err("KFS_RERANK_MODEL is set but KFS_RERANK_BASE_URL is not".to_owned()),
+            (false, false) => Ok(Some(ModelEndpoint {
+                base_url: self.base_url.clone().unwrap_or_default().trim_end_matches('/').to_owned(),
+                model: self.model.clone().unwrap_or_default(),
+                api_key: self.api_key.clone(),
+            })),
+        }
+    }
+}
+
+/// An endpoint serving a model (embeddings or reranking), when configured.
 #[derive(Debug, Clone)]
-pub struct EmbeddingEndpoint {
+pub struct ModelEndpoint {
     /// The base URL, without a trailing slash.
     pub base_url: String,
     /// The model name, stored with every vector.
@@ -237,13 +286,13 @@ pub struct EmbeddingEndpoint {
 
 impl EmbeddingSettings {
     /// The endpoint, `None` when embeddings are off, or why the settings are incomplete.
-    pub fn endpoint(&self) -> Result<Option<EmbeddingEndpoint>, String> {
+    pub fn endpoint(&self) -> Result<Option<ModelEndpoint>, String> {
         let blank = |value: &Option<String>| value.as_deref().is_none_or(|value| value.trim().is_empty());
         match (blank(&self.base_url), blank(&self.model)) {
             (true, true) => Ok(None),
             (false, true) => Err("KFS_EMBEDDINGS_BASE_URL is set but KFS_EMBEDDINGS_MODEL is not".to_owned()),
             (true, false) => Err("KFS_EMBEDDINGS_MODEL is set but KFS_EMBEDDINGS_BASE_URL is not".to_owned()),
-            (false, false) => Ok(Some(EmbeddingEndpoint {
+            (false, false) => Ok(Some(ModelEndpoint {
                 base_url: self.base_url.clone().unwrap_or_default().trim_end_matches('/').to_owned(),
                 model: self.model.clone().unwrap_or_default(),
                 api_key: self.api_key.clone(),
@@ -295,6 +344,8 @@ pub struct WorkerSettings {
     pub chunk: ChunkSettings,
     /// The embeddings endpoint, if any (`KFS_EMBEDDINGS_*`).
     pub embeddings: EmbeddingSettings,
+    /// The reranking endpoint, if any (`KFS_RERANK_*`).
+    pub rerank: RerankSettings,
     /// The chat endpoint of the `openai` engine (`KFS_OPENAI_*`).
     pub openai: OpenAiSettings,
     /// `KFS_WORKER_HTTP_ADDR`: where the `worker` binary serves `/healthz`, `/readyz` and
@@ -368,6 +419,7 @@ impl Default for WorkerSettings {
             engine: EngineSettings::default(),
             chunk: ChunkSettings::default(),
             embeddings: EmbeddingSettings::default(),
+            rerank: RerankSettings::default(),
             openai: OpenAiSettings::default(),
             answer_draft_ms: 100,
             max_running_per_tenant: None,
@@ -402,4 +454,21 @@ pub fn default_worker_id() -> String {
         .unwrap_or_else(|| "worker".to_owned());
     let unique = uuid::Uuid::new_v4().simple().to_string();
     format!("{host}-{}-{}", std::process::id(), &unique[..8])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RerankSettings;
+
+    #[test]
+    fn reranking_is_off_unless_both_address_and_model_are_set_and_its_price_is_a_price() {
+        assert!(matches!(RerankSettings::default().endpoint(), Ok(None)));
+        let half = RerankSettings { base_url: Some("http://127.0.0.1:7997/".to_owned()), ..RerankSettings::default() };
+        assert!(half.endpoint().is_err_and(|error| error.contains("KFS_RERANK_MODEL")));
+        let whole = RerankSettings { model: Some("bge-reranker-base".to_owned()), ..half };
+        let endpoint = whole.endpoint().expect("complete").expect("on");
+        assert_eq!(endpoint.base_url, "http://127.0.0.1:7997");
+        let negative = RerankSettings { usd_per_1k_searches: -1.0, ..whole };
+        assert!(negative.endpoint().is_err_and(|error| error.contains("KFS_RERANK_USD_PER_1K_SEARCHES")));
+    }
 }

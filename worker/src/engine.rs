@@ -14,6 +14,7 @@ use unicode_segmentation::UnicodeSegmentation as _;
 
 pub use crate::answer::{AnswerSink, Composer};
 use crate::config::EngineSettings;
+use crate::knowledge::rerank::Reranker;
 pub use crate::knowledge::retrieve::Retriever;
 use crate::knowledge::search::{Found, Scope};
 pub use crate::knowledge::search::{Ranker, RankerHit, search_terms};
@@ -97,7 +98,8 @@ pub struct Passage {
     /// What to show for it: the passage's text.
     pub snippet: String,
     /// Higher is better: the full-text score when full text is the only ranker, else the
-    /// fused reciprocal-rank score; comparable within one task only.
+    /// fused reciprocal-rank score, or the reranker's relevance score when its sub-query
+    /// was reranked; comparable within one task only.
     pub score: f64,
     /// The passage.
     #[serde(default)]
@@ -246,17 +248,53 @@ pub fn limits_of(task: &job::Model) -> TaskLimits {
 pub struct BuiltinEngine {
     settings: EngineSettings,
     retriever: Retriever,
+    reranker: Option<Reranker>,
 }
 
 impl BuiltinEngine {
     /// An engine with these prices and defaults, retrieving by full text.
     pub fn new(settings: EngineSettings) -> Self {
-        Self { settings, retriever: Retriever::full_text() }
+        Self { settings, retriever: Retriever::full_text(), reranker: None }
     }
 
     /// An engine that retrieves with `retriever`.
     pub fn with_retriever(settings: EngineSettings, retriever: Retriever) -> Self {
-        Self { settings, retriever }
+        Self { settings, retriever, reranker: None }
+    }
+
+    /// The same engine, putting each sub-query's candidates through `reranker` (when
+    /// `Some`).
+    pub fn reranking_with(self, reranker: Option<Reranker>) -> Self {
+        Self { reranker, ..self }
+    }
+
+    /// Searches each of the plan's sub-queries (their candidates reranked when a reranker
+    /// is configured); returns what reranking spent and, when it ran, its record
+    /// (`{"rerank": …}`) for the stage's event.
+    pub(crate) async fn search_plan(
+        &self,
+        ctx: &StageContext<'_>,
+        plan: &Plan,
+    ) -> Result<(Vec<Retrieval>, CostReport, serde_json::Value), EngineError> {
+        let scope = Scope { tenant_id: &ctx.job.tenant_id, knowledge_space_id: ctx.job.knowledge_space_id };
+        let limit = self.settings.candidates_per_sub_query;
+        let all = self.retriever.search_many(ctx.db, scope, &plan.sub_queries, limit).await?;
+        let mut found = Vec::with_capacity(plan.sub_queries.len());
+        let mut reranking = self.reranker.as_ref().map(|reranker| Reranking::new(reranker, ctx));
+        for (sub_query, hits) in plan.sub_queries.iter().zip(all) {
+            let mut passages: Vec<Passage> = hits.into_iter().map(Passage::from).collect();
+            if let Some(reranking) = &mut reranking {
+                reranking.rerank(sub_query, &mut passages).await;
+            }
+            found.push(Retrieval { sub_query: sub_query.clone(), passages });
+        }
+        Ok(match reranking {
+            Some(reranking) => {
+                let (cost, report) = reranking.finish();
+                (found, cost, serde_json::json!({ "rerank": report }))
+            }
+            None => (found, CostReport::default(), serde_json::Value::Null),
+        })
     }
 
     fn cost(&self, input: &str, output: &str) -> CostReport {
@@ -290,20 +328,11 @@ impl ResearchEngine for BuiltinEngine {
     }
 
     async fn retrieve(&self, ctx: &StageContext<'_>, plan: &Plan) -> Result<Staged<Vec<Retrieval>>, EngineError> {
-        let mut found = Vec::with_capacity(plan.sub_queries.len());
-        let mut read = String::new();
-        let scope = Scope { tenant_id: &ctx.job.tenant_id, knowledge_space_id: ctx.job.knowledge_space_id };
-        let limit = self.settings.candidates_per_sub_query;
-        let all = self.retriever.search_many(ctx.db, scope, &plan.sub_queries, limit).await?;
-        for (sub_query, hits) in plan.sub_queries.iter().zip(all) {
-            let passages: Vec<Passage> = hits.into_iter().map(Passage::from).collect();
-            for passage in &passages {
-                read.push_str(&passage.snippet);
-            }
-            found.push(Retrieval { sub_query: sub_query.clone(), passages });
-        }
-        let cost = self.cost(&plan.sub_queries.join("\n"), &read);
-        Ok(Staged::new(found, cost))
+        let (found, reranked, report) = self.search_plan(ctx, plan).await?;
+        let read: String = found.iter().flat_map(|r| &r.passages).map(|p| p.snippet.as_str()).collect();
+        let mut cost = self.cost(&plan.sub_queries.join("\n"), &read);
+        cost.usd_nanos += reranked.usd_nanos;
+        Ok(Staged { output: found, cost, report })
     }
 
     async fn analyze(&self, ctx: &StageContext<'_>, found: &[Retrieval]) -> Result<Staged<Vec<Passage>>, EngineError> {
@@ -417,6 +446,85 @@ fn best_sentence(text: &str, terms: &[String]) -> String {
         }
     }
     best.0.trim().trim_end_matches('.').to_owned()
+}
+
+/// One retrieval's reranking: each sub-query's candidates go through the endpoint while
+/// the budget and the deadline allow; a request that fails leaves its candidates in fused
+/// order. Each search is recorded (`reranked`, `failed` with the error's description, or
+/// `skipped` with `budget` or `deadline`) and each successful one charged.
+struct Reranking<'a> {
+    reranker: &'a Reranker,
+    /// What the task may still spend, when it has a budget.
+    budget_left: Option<i64>,
+    /// `limits.deadline_ms` as a time, when set.
+    deadline: Option<i64>,
+    spent: i64,
+    searches: Vec<serde_json::Value>,
+}
+
+impl<'a> Reranking<'a> {
+    fn new(reranker: &'a Reranker, ctx: &StageContext<'_>) -> Self {
+        let deadline = limits_of(ctx.job).deadline_ms.map(|ms| ctx.job.created_at.saturating_add(ms.get()));
+        Self { reranker, budget_left: ctx.budget_left_nanos(), deadline, spent: 0, searches: Vec::new() }
+    }
+
+    async fn rerank(&mut self, sub_query: &str, passages: &mut Vec<Passage>) {
+        use serde_json::json;
+        if passages.is_empty() {
+            return;
+        }
+        let price = self.reranker.usd_nanos_per_search();
+        let skipped = |reason: &str| json!({ "sub_query": sub_query, "outcome": "skipped", "reason": reason });
+        if self.budget_left.is_some_and(|left| self.spent.saturating_add(price) > left) {
+            self.searches.push(skipped("budget"));
+            return;
+        }
+        let timeout = i64::try_from(self.reranker.timeout().as_millis()).unwrap_or(i64::MAX);
+        if self.deadline.is_some_and(|deadline| entity::now_millis().saturating_add(timeout) > deadline) {
+            self.searches.push(skipped("deadline"));
+            return;
+        }
+        let documents: Vec<String> = passages.iter().map(|passage| passage.text.clone()).collect();
+        match self.reranker.rerank(sub_query, &documents).await {
+            Ok(order) => {
+                self.spent = self.spent.saturating_add(price);
+                reorder(passages, &order);
+                self.searches
+                    .push(json!({ "sub_query": sub_query, "outcome": "reranked", "candidates": documents.len() }));
+            }
+            Err(error) => {
+                tracing::warn!(error = %error, "reranking failed; keeping the fused order");
+                let failed = json!({ "sub_query": sub_query, "outcome": "failed", "error": error.to_string() });
+                self.searches.push(failed);
+            }
+        }
+    }
+
+    /// What reranking spent, and its record.
+    fn finish(self) -> (CostReport, serde_json::Value) {
+        let report = serde_json::json!({ "model": self.reranker.model(), "searches": self.searches });
+        (CostReport { usd_nanos: self.spent, ..CostReport::default() }, report)
+    }
+}
+
+/// Puts `passages` in the reranker's order, each scored by it with a `rerank` entry among
+/// its rankers. Candidates the endpoint left out (one that caps `top_n`) follow, in fused
+/// order, scored below every ranked one.
+fn reorder(passages: &mut Vec<Passage>, order: &[crate::knowledge::rerank::Ranked]) {
+    let mut slots: Vec<Option<Passage>> = passages.drain(..).map(Some).collect();
+    for (position, ranked) in order.iter().enumerate() {
+        if let Some(mut passage) = slots.get_mut(ranked.index).and_then(Option::take) {
+            passage.score = ranked.score;
+            passage.rankers.push(RankerHit { ranker: Ranker::Rerank, rank: position + 1, score: ranked.score });
+            passages.push(passage);
+        }
+    }
+    let floor = passages.iter().map(|passage| passage.score).fold(f64::INFINITY, f64::min);
+    let floor = if floor.is_finite() { floor } else { 0.0 };
+    for (behind, mut passage) in slots.into_iter().flatten().enumerate() {
+        passage.score = floor - 1.0 - behind as f64;
+        passages.push(passage);
+    }
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ use crate::config::{EngineKind, WorkerSettings};
 use crate::engine::{BuiltinEngine, ResearchEngine, Retriever};
 use crate::knowledge::backlog::{self, BacklogPolicy, Worked};
 use crate::knowledge::embeddings::Embedder;
+use crate::knowledge::rerank::Reranker;
 use crate::lifecycle::{self, LifecycleError};
 use crate::notify::{Notifier, Signal};
 use crate::openai::OpenAiEngine;
@@ -63,7 +64,8 @@ pub fn spawn(
 /// one; an error says what the configuration lacks.
 pub fn research_engine(settings: &WorkerSettings) -> anyhow::Result<Arc<dyn ResearchEngine>> {
     let retriever = Retriever::from_settings(&settings.embeddings).map_err(anyhow::Error::msg)?;
-    let builtin = BuiltinEngine::with_retriever(settings.engine.clone(), retriever);
+    let reranker = Reranker::from_settings(&settings.rerank).map_err(anyhow::Error::msg)?;
+    let builtin = BuiltinEngine::with_retriever(settings.engine.clone(), retriever).reranking_with(reranker);
     Ok(match settings.engine.kind {
         EngineKind::Builtin => Arc::new(builtin),
         EngineKind::Openai => {

@@ -45,6 +45,7 @@ mod operations;
 mod ops_page;
 mod research_answer;
 mod research_openai;
+mod research_rerank;
 mod store;
 mod traces;
 mod webhooks;
@@ -91,6 +92,7 @@ fn main() -> ExitCode {
         ops_page::tests(),
         research_answer::tests(),
         research_openai::tests(),
+        research_rerank::tests(),
         migration_replay::tests(),
         traces::tests(),
         webhooks::tests(),

@@ -8,7 +8,7 @@ use secrecy::ExposeSecret as _;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::config::EmbeddingEndpoint;
+use crate::config::ModelEndpoint;
 use crate::remote::{describe_send_error, describe_status, retry_after};
 
 /// Why a request gave no embeddings.
@@ -42,7 +42,7 @@ impl EmbedError {
 #[derive(Debug, Clone)]
 pub struct Embedder {
     http: reqwest::Client,
-    endpoint: EmbeddingEndpoint,
+    endpoint: ModelEndpoint,
 }
 
 #[derive(Deserialize)]
@@ -58,7 +58,7 @@ struct Datum {
 
 impl Embedder {
     /// A client whose requests give up after `timeout`.
-    pub fn new(endpoint: EmbeddingEndpoint, timeout: Duration) -> Result<Self, reqwest::Error> {
+    pub fn new(endpoint: ModelEndpoint, timeout: Duration) -> Result<Self, reqwest::Error> {
         let http = reqwest::Client::builder()
             .timeout(timeout)
             .connect_timeout(timeout.min(Duration::from_secs(10)))

@@ -1,11 +1,13 @@
 //! A space's knowledge as research uses it: documents split into passages (`chunk`), the
 //! passages written with each document (`index`), searched by full text and by vector
-//! (`search`, fused in `retrieve`), with embeddings made in the background by an
+//! (`search`, fused in `retrieve`, optionally reordered by a reranking endpoint: `rerank`),
+//! with embeddings made in the background by an
 //! OpenAI-compatible endpoint (`embeddings`, `backlog`) and stored portably (`vectors`).
 pub mod backlog;
 pub mod chunk;
 pub mod embeddings;
 pub mod index;
+pub mod rerank;
 pub mod retrieve;
 pub mod search;
 pub mod vectors;

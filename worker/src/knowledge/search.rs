@@ -33,6 +33,8 @@ pub enum Ranker {
     FullText,
     /// Cosine similarity of embeddings.
     Vector,
+    /// A reranking endpoint's order of the fused candidates (`KFS_RERANK_*`).
+    Rerank,
 }
 
 /// A ranker's opinion of one passage.
@@ -42,7 +44,8 @@ pub struct RankerHit {
     pub ranker: Ranker,
     /// 1 for its best passage.
     pub rank: usize,
-    /// Its own score (`ts_rank`, negated `bm25`, or cosine similarity).
+    /// Its own score (`ts_rank`, negated `bm25`, cosine similarity, or the reranker's
+    /// relevance score).
     pub score: f64,
 }
 

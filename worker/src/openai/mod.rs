@@ -260,9 +260,9 @@ impl ResearchEngine for OpenAiEngine {
     }
 
     async fn retrieve(&self, ctx: &StageContext<'_>, plan: &Plan) -> Result<Staged<Vec<Retrieval>>, EngineError> {
-        // Retrieval calls no model: it costs nothing here.
-        let found = self.builtin.retrieve(ctx, plan).await?;
-        Ok(Staged::new(found.output, CostReport::default()))
+        // Retrieval calls no model: it costs only what reranking (when configured) spent.
+        let (found, cost, report) = self.builtin.search_plan(ctx, plan).await?;
+        Ok(Staged { output: found, cost, report })
     }
 
     async fn analyze(&self, ctx: &StageContext<'_>, found: &[Retrieval]) -> Result<Staged<Vec<Passage>>, EngineError> {

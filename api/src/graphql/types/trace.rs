@@ -36,8 +36,10 @@ impl AnswerTrace {
     /// heading_path, rankers }`. `char_start`/`char_end` index the document's content in
     /// Unicode code points, half-open (for HTML, the markup of the block); `text` (and
     /// `snippet`, the same) is the passage as it was used, kept even after the document
-    /// changes; `rankers` lists `{ ranker: "full_text" | "vector", rank, score }`. `score`
-    /// is the full-text score, or the fused reciprocal-rank score when vectors took part.
+    /// changes; `rankers` lists `{ ranker: "full_text" | "vector" | "rerank", rank, score }`
+    /// (`rerank`: the reranking endpoint's order of the fused candidates, when one is
+    /// configured and answered). `score` is the full-text score, the fused reciprocal-rank
+    /// score when vectors took part, or the reranker's relevance score when it reranked.
     /// Traces from before passages lack the passage keys.
     async fn evidence(&self) -> Json<Value> {
         Json(self.0.evidence.clone())
