@@ -21,6 +21,7 @@ pub mod store;
 // an external queue.
 pub mod cost;
 pub mod engine;
+pub mod grounding;
 pub mod knowledge;
 pub mod outbox;
 pub mod webhooks;
