@@ -9,6 +9,8 @@
 //! short identifier; the provider's text goes to the log at debug level only.
 use std::time::Duration;
 
+use futures_util::StreamExt as _;
+
 use secrecy::{ExposeSecret as _, SecretString};
 
 /// The longest `Retry-After` honoured; a longer one is cut to this.
@@ -28,6 +30,21 @@ pub fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
         }
     };
     Some(wait.min(MAX_RETRY_AFTER))
+}
+
+/// A response's body, read up to `max` bytes: an endpoint that sends more is refused
+/// before it can fill memory.
+pub async fn read_bounded(response: reqwest::Response, max: usize) -> Result<Vec<u8>, String> {
+    let mut body = Vec::new();
+    let mut chunks = response.bytes_stream();
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.map_err(|error| format!("the response broke: {}", describe_send_error(&error)))?;
+        if body.len() + chunk.len() > max {
+            return Err(format!("the response passed {} KiB", max / 1024));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 /// Why a request failed, in words: whether it timed out, could not connect, or broke.

@@ -9,7 +9,10 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::config::ModelEndpoint;
-use crate::remote::{describe_send_error, describe_status, retry_after};
+use crate::remote::{describe_send_error, describe_status, read_bounded, retry_after};
+
+/// The largest response read: 64 embeddings of 3,072 dimensions as JSON are about 4 MiB.
+const MAX_RESPONSE_BYTES: usize = 32 * 1024 * 1024;
 
 /// Why a request gave no embeddings.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -88,10 +91,9 @@ impl Embedder {
         })?;
         let status = response.status();
         let retry_after = retry_after(response.headers());
-        let body = response.bytes().await.map_err(|error| EmbedError::Unavailable {
-            message: format!("reading the response failed: {}", describe_send_error(&error)),
-            retry_after,
-        })?;
+        let body = read_bounded(response, MAX_RESPONSE_BYTES)
+            .await
+            .map_err(|message| EmbedError::Unavailable { message, retry_after })?;
         if !status.is_success() {
             let message = describe_status("embeddings", status.as_u16(), &body, self.endpoint.api_key.as_ref());
             if status.as_u16() == 429 || status.is_server_error() {

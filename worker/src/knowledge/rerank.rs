@@ -12,11 +12,13 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::config::{ModelEndpoint, RerankSettings};
-use crate::remote::{describe_send_error, describe_status, retry_after};
+use crate::remote::{describe_send_error, describe_status, read_bounded, retry_after};
 
 /// The shortest and longest wait between two tries.
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(2);
+/// The largest response read: an order of a few dozen documents is a few KiB.
+const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
 
 /// Why a request gave no order.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -137,10 +139,10 @@ impl Reranker {
             .map_err(|error| Transient { message: describe_send_error(&error), retry_after: None })?;
         let status = response.status();
         let retry_after = retry_after(response.headers());
-        let body = response.bytes().await.map_err(|error| Transient {
-            message: format!("reading the response failed: {}", describe_send_error(&error)),
-            retry_after,
-        })?;
+        let body = match read_bounded(response, MAX_RESPONSE_BYTES).await {
+            Ok(body) => body,
+            Err(message) => return Err(Transient { message, retry_after }),
+        };
         if !status.is_success() {
             let message = describe_status("rerank", status.as_u16(), &body, self.endpoint.api_key.as_ref());
             if matches!(status.as_u16(), 408 | 429) || status.is_server_error() {

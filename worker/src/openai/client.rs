@@ -332,17 +332,9 @@ impl ChatClient {
     }
 }
 
-/// A body, up to [`MAX_RESPONSE_BYTES`].
+/// A body as text, up to [`MAX_RESPONSE_BYTES`].
 async fn read_bounded(response: reqwest::Response) -> Result<String, String> {
-    let mut body = Vec::new();
-    let mut chunks = response.bytes_stream();
-    while let Some(chunk) = chunks.next().await {
-        let chunk = chunk.map_err(|error| format!("the response broke: {}", describe_send_error(&error)))?;
-        if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
-            return Err("the response passed 8 MiB".to_owned());
-        }
-        body.extend_from_slice(&chunk);
-    }
+    let body = crate::remote::read_bounded(response, MAX_RESPONSE_BYTES).await?;
     Ok(String::from_utf8_lossy(&body).into_owned())
 }
 
