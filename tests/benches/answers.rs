@@ -1,6 +1,6 @@
 //! Answer quality: runs research tasks on the first `KFS_BENCH_QUESTIONS` (8) questions of
 //! the retrieval evaluation (`kfs_tests::retrieval_eval`, its corpus loaded through the API)
-//! in each mode, through the embedded worker on SQLite, and prints per mode:
+//! in each mode, through the embedded worker on a SQLite file of its own, and prints per mode:
 //!
 //! - **completed**: tasks that reached `COMPLETED`;
 //! - **all cited**: answers in which every sentence that states something carries a
@@ -28,7 +28,6 @@ use anyhow::Context as _;
 use entity::MediaType;
 use kfs_tests::retrieval_eval::{self, Question};
 use kfs_tests::server::{GraphqlClient, TestServer};
-use kfs_tests::{Backend, TestConfig, TestDb};
 use secrecy::SecretString;
 use serde_json::{Value, json};
 use worker::config::{EngineKind, OpenAiSettings, RerankSettings};
@@ -46,13 +45,20 @@ fn env(name: &str) -> Option<String> {
 }
 
 fn run() -> anyhow::Result<()> {
-    let config = TestConfig::from_env();
     let count = usize::try_from(kfs_tests::bench::env_number("KFS_BENCH_QUESTIONS", 8)?)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    runtime.block_on(TestDb::run(Backend::Sqlite, &config, |db| async move { bench(&db, count).await }))
+    // A database file of its own, not a test database: a weak model on two cores takes
+    // longer than a test's deadline.
+    let path = std::env::temp_dir().join(format!("kfs-answers-{}.sqlite", uuid::Uuid::new_v4().simple()));
+    let url = format!("sqlite://{}?mode=rwc", path.display());
+    let outcome = runtime.block_on(bench(&url, count));
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+    outcome
 }
 
-async fn bench(db: &TestDb, count: usize) -> anyhow::Result<()> {
+async fn bench(database_url: &str, count: usize) -> anyhow::Result<()> {
     let openai = match env("KFS_BENCH_OPENAI_BASE_URL") {
         Some(base_url) => Some(openai_settings(base_url).await?),
         None => None,
@@ -67,7 +73,7 @@ async fn bench(db: &TestDb, count: usize) -> anyhow::Result<()> {
         Some(settings) => format!("openai ({})", settings.model.as_deref().unwrap_or("?")),
         None => "builtin".to_owned(),
     };
-    let server = TestServer::start_with(&db.url, |settings| {
+    let server = TestServer::start_with(database_url, |settings| {
         settings.embedded_worker = true;
         settings.worker.poll_interval_ms = 100;
         if let Some(openai) = openai {
