@@ -370,18 +370,8 @@ impl ResearchEngine for BuiltinEngine {
     }
 
     async fn generate(&self, ctx: &StageContext<'_>, evidence: &[Passage]) -> Result<Staged<Answer>, EngineError> {
-        let written = if evidence.is_empty() {
-            NO_EVIDENCE_ANSWER.to_owned()
-        } else {
-            let cited: Vec<String> = evidence
-                .iter()
-                .enumerate()
-                .map(|(index, passage)| {
-                    format!("{} [{}]", best_sentence(&passage.snippet, &search_terms(&ctx.job.query)), index + 1)
-                })
-                .collect();
-            cited.join(" ")
-        };
+        let written =
+            if evidence.is_empty() { NO_EVIDENCE_ANSWER.to_owned() } else { extractive(&ctx.job.query, evidence) };
         // Through the same checks as a model's answer, streamed in one delta.
         let mut composer = Composer::new(ctx.answer, evidence.len());
         composer.push(&written);
@@ -390,6 +380,18 @@ impl ResearchEngine for BuiltinEngine {
         let cost = self.cost(&format!("{}{read}", ctx.job.query), &composed.text);
         Ok(Staged::new(Answer::cited(composed.text, evidence, &composed.cited), cost))
     }
+}
+
+/// The extractive answer over `evidence`: each item's sentence that best matches the
+/// question, cited as `[n]` for the n-th item (so every item is cited, in order).
+pub(crate) fn extractive(query: &str, evidence: &[Passage]) -> String {
+    let terms = search_terms(query);
+    let cited: Vec<String> = evidence
+        .iter()
+        .enumerate()
+        .map(|(index, passage)| format!("{} [{}]", best_sentence(&passage.snippet, &terms), index + 1))
+        .collect();
+    cited.join(" ")
 }
 
 /// `auto` picks by the question's length: short questions need one pass, long ones more.

@@ -5,7 +5,8 @@
 //! citation numbers aside, each counted once). A sentence with no content words (a bare
 //! citation mark, a heading of stop words) states nothing and needs no citation.
 //!
-//! The quality bench (`cargo bench --bench answers`) scores answers with it.
+//! The `openai` engine passes every answer through [`ground`] before it is committed; the
+//! quality bench (`cargo bench --bench answers`) scores answers with the same check.
 use crate::knowledge::search::search_terms;
 
 /// The share of a sentence's content words a cited passage must hold to support it.
@@ -149,21 +150,178 @@ fn citations(text: &str) -> Vec<usize> {
     numbers
 }
 
-/// `text` without its citations.
+/// `text` without its citations (nor the spaces before them).
 fn without_citations(text: &str) -> String {
     let chars: Vec<char> = text.chars().collect();
     let mut out = String::with_capacity(text.len());
     let mut at = 0;
     while at < chars.len() {
         match citation_at(&chars, at) {
-            Some(end) => at = end,
+            Some(end) => {
+                out.truncate(out.trim_end().len());
+                at = end;
+            }
             None => {
                 out.push(chars[at]);
                 at += 1;
             }
         }
     }
-    out
+    out.trim().to_owned()
+}
+
+/// What the check found for one citation or sentence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// The cited evidence supports the sentence.
+    Supported,
+    /// The citation named evidence that does not support the sentence; it now names the
+    /// evidence that does.
+    Moved,
+    /// The citation named no evidence, or evidence that does not support the sentence
+    /// while none does: it was removed.
+    RemovedCitation,
+    /// No evidence supports the sentence (or it was only citation marks): it was removed.
+    RemovedSentence,
+    /// The sentence carried no citation; it now cites the evidence that supports it best.
+    Attributed,
+    /// No supported sentence remained: the answer is the extractive one over the same
+    /// evidence.
+    ExtractiveFallback,
+}
+
+/// One verdict: the sentence (as the model wrote it), the citation it concerns (the final
+/// number for a kept citation, the number as written for a removed one) and the verdict.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Check {
+    /// The sentence as written.
+    pub sentence: String,
+    /// The citation number, when the verdict concerns one.
+    pub citation: Option<usize>,
+    /// What was found.
+    pub verdict: Verdict,
+}
+
+/// An answer after the check: its text, the evidence it cites (indexes into the evidence
+/// it was written over, in citation order: `cited[0]` is `[1]`) and every verdict.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Grounded {
+    /// The answer.
+    pub text: String,
+    /// What `[n]` names: `cited[n - 1]`.
+    pub cited: Vec<usize>,
+    /// The verdicts, sentence by sentence.
+    pub checks: Vec<Check>,
+}
+
+/// Checks `text` (whose `[n]` names `evidence[cited[n - 1]]`) against the evidence it was
+/// written over: supported citations stay, unsupported ones move to the evidence that
+/// supports the sentence best or go, uncited sentences are attributed to their best
+/// support, and sentences nothing supports are removed. `None` when no sentence that
+/// states something remains (the caller answers extractively). An answer that passes
+/// whole keeps its text exactly; one that changed is rebuilt sentence by sentence, its
+/// citations renumbered in order of first use.
+pub fn ground(text: &str, evidence: &[&str], cited: &[usize]) -> Option<Grounded> {
+    let mut kept: Vec<(String, Vec<usize>)> = Vec::new();
+    let mut checks = Vec::new();
+    let mut changed = false;
+    for sentence in sentences(text) {
+        if !sentence.states_something() {
+            // Citation marks or punctuation alone: nothing to support, nothing to show.
+            changed = true;
+            checks.push(Check { sentence: sentence.text.clone(), citation: None, verdict: Verdict::RemovedSentence });
+            continue;
+        }
+        let best = best_support(&sentence, evidence);
+        let mut names: Vec<(usize, Verdict)> = Vec::new();
+        for &number in &sentence.citations {
+            match number.checked_sub(1).and_then(|at| cited.get(at)).copied() {
+                Some(index) if evidence.get(index).is_some_and(|passage| supports(&sentence, passage)) => {
+                    names.push((index, Verdict::Supported));
+                }
+                Some(_) if best.is_some() => {
+                    changed = true;
+                    names.push((best.unwrap_or_default(), Verdict::Moved));
+                }
+                _ => {
+                    changed = true;
+                    let check = Check {
+                        sentence: sentence.text.clone(),
+                        citation: Some(number),
+                        verdict: Verdict::RemovedCitation,
+                    };
+                    checks.push(check);
+                }
+            }
+        }
+        if names.is_empty() {
+            match best {
+                Some(index) => {
+                    changed = true;
+                    names.push((index, Verdict::Attributed));
+                }
+                None => {
+                    changed = true;
+                    let check =
+                        Check { sentence: sentence.text.clone(), citation: None, verdict: Verdict::RemovedSentence };
+                    checks.push(check);
+                    continue;
+                }
+            }
+        }
+        let mut indexes = Vec::new();
+        for (index, verdict) in names {
+            checks.push(Check { sentence: sentence.text.clone(), citation: Some(index), verdict });
+            if !indexes.contains(&index) {
+                indexes.push(index);
+            }
+        }
+        kept.push((without_citations(&sentence.text), indexes));
+    }
+    if kept.is_empty() {
+        return None;
+    }
+    // Final numbers, in order of first use; checks name evidence by index until here.
+    let mut order: Vec<usize> = Vec::new();
+    for index in kept.iter().flat_map(|(_, indexes)| indexes) {
+        if !order.contains(index) {
+            order.push(*index);
+        }
+    }
+    let number = |index: usize| order.iter().position(|&at| at == index).map_or(0, |at| at + 1);
+    for check in &mut checks {
+        if check.verdict != Verdict::RemovedCitation {
+            check.citation = check.citation.map(number);
+        }
+    }
+    if !changed {
+        return Some(Grounded { text: text.trim().to_owned(), cited: cited.to_vec(), checks });
+    }
+    let rebuilt: Vec<String> = kept
+        .iter()
+        .map(|(prose, indexes)| {
+            let marks: String = indexes.iter().map(|&index| format!("[{}]", number(index))).collect();
+            let prose = prose.trim();
+            match prose.char_indices().last() {
+                Some((at, end)) if matches!(end, '.' | '!' | '?') => format!("{} {marks}{end}", prose[..at].trim_end()),
+                _ => format!("{prose} {marks}"),
+            }
+        })
+        .collect();
+    Some(Grounded { text: rebuilt.join(" "), cited: order, checks })
+}
+
+/// The evidence that supports `sentence` best, if any does (ties to the first).
+fn best_support(sentence: &Sentence, evidence: &[&str]) -> Option<usize> {
+    let mut best: Option<(usize, f64)> = None;
+    for (index, passage) in evidence.iter().enumerate() {
+        let share = support(sentence, passage);
+        if share >= SUPPORT_THRESHOLD && best.is_none_or(|(_, top)| share > top) {
+            best = Some((index, share));
+        }
+    }
+    best.map(|(index, _)| index)
 }
 
 #[cfg(test)]
@@ -200,5 +358,54 @@ mod tests {
         assert!(!supports(sentence, "Bees make honey from nectar."));
         let marks = &sentences("[1] [2] [3]")[0];
         assert!(!marks.states_something());
+    }
+
+    const EVIDENCE: [&str; 3] = [
+        "Bees make honey from nectar. Worker bees fan it until it thickens.",
+        "Bees store honey in wax combs made by worker bees.",
+        "Tides are caused by the pull of the moon and the sun.",
+    ];
+
+    fn verdicts(grounded: &Grounded) -> Vec<(Option<usize>, Verdict)> {
+        grounded.checks.iter().map(|check| (check.citation, check.verdict)).collect()
+    }
+
+    #[test]
+    fn a_supported_answer_keeps_its_text_exactly() {
+        let text = "Bees make honey from nectar [1].\n\nTides follow the pull of the moon [2].";
+        let grounded = ground(text, &EVIDENCE, &[0, 2]).expect("supported");
+        assert_eq!(grounded.text, text);
+        assert_eq!(grounded.cited, [0, 2]);
+        assert_eq!(verdicts(&grounded), [(Some(1), Verdict::Supported), (Some(2), Verdict::Supported)]);
+    }
+
+    #[test]
+    fn wrong_citations_move_missing_ones_go_and_uncited_claims_are_attributed_or_removed() {
+        // [1] names the tides passage for a honey claim; [7] names nothing; the wax claim
+        // has no citation; the Mars claim has no support anywhere.
+        let text = "Bees make honey from nectar [1]. Tides come from the moon [2][7]. Wax combs store honey. Bees fly to Mars [2].";
+        let grounded = ground(text, &EVIDENCE, &[2, 2]).expect("something is supported");
+        assert_eq!(
+            grounded.text,
+            "Bees make honey from nectar [1]. Tides come from the moon [2]. Wax combs store honey [3]."
+        );
+        assert_eq!(grounded.cited, [0, 2, 1]);
+        assert_eq!(
+            verdicts(&grounded),
+            [
+                (Some(1), Verdict::Moved),
+                (Some(7), Verdict::RemovedCitation),
+                (Some(2), Verdict::Supported),
+                (Some(3), Verdict::Attributed),
+                (Some(2), Verdict::RemovedCitation),
+                (None, Verdict::RemovedSentence),
+            ]
+        );
+    }
+
+    #[test]
+    fn an_answer_of_citation_marks_or_unsupported_claims_has_nothing_left() {
+        assert_eq!(ground("[1] [2] [3]", &EVIDENCE, &[0, 1, 2]), None);
+        assert_eq!(ground("Rust has no garbage collector [1].", &EVIDENCE, &[0]), None);
     }
 }

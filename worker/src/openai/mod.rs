@@ -25,6 +25,7 @@ use crate::engine::{
     Answer, BuiltinEngine, Composer, EngineError, NO_EVIDENCE_ANSWER, Passage, Plan, ResearchEngine, Retrieval,
     StageContext, Staged, async_trait, limits_of, resolve_mode, split_query, sub_query_count,
 };
+use crate::grounding::{self, Check, Verdict};
 
 /// The shortest and longest pause between two tries of one call (before jitter);
 /// `Retry-After` wins over both.
@@ -293,7 +294,23 @@ impl ResearchEngine for OpenAiEngine {
         if !composed.removed.is_empty() {
             report["removed_citations"] = json!(composed.removed);
         }
-        let answer = Answer::cited(composed.text, evidence, &composed.cited);
+        // Only what the evidence supports reaches the trace (`grounding`); an answer that
+        // changed arrives on `researchTaskAnswer` as a reset when the completion commits.
+        let texts: Vec<&str> = evidence
+            .iter()
+            .map(|passage| if passage.text.is_empty() { passage.snippet.as_str() } else { passage.text.as_str() })
+            .collect();
+        let (text, cited, checks) = match grounding::ground(&composed.text, &texts, &composed.cited) {
+            Some(grounded) => (grounded.text, grounded.cited, grounded.checks),
+            None => {
+                let text = crate::engine::extractive(&ctx.job.query, evidence);
+                let check =
+                    Check { sentence: composed.text.clone(), citation: None, verdict: Verdict::ExtractiveFallback };
+                (text, (0..evidence.len()).collect(), vec![check])
+            }
+        };
+        report["citation_checks"] = json!(checks);
+        let answer = Answer::cited(text, evidence, &cited);
         Ok(Self::staged(ctx, answer, report))
     }
 }
