@@ -1,5 +1,6 @@
 //! Whether an answer says only what its sources say, checked lexically (no model needed):
-//! an answer is cut into sentences; a sentence's citations (`[n]`) name evidence items; a
+//! an answer is cut into sentences (and a sentence with citations inside it into the
+//! claims each citation closes); a sentence's citations (`[n]`) name evidence items; a
 //! cited item *supports* a sentence when it holds at least [`SUPPORT_THRESHOLD`] of the
 //! sentence's content words (lower-cased words of letters and digits, stop words and
 //! citation numbers aside, each counted once). A sentence with no content words (a bare
@@ -56,7 +57,8 @@ pub fn supports(sentence: &Sentence, passage: &str) -> bool {
 }
 
 /// `text` cut into sentences: after `.`, `!` or `?` (and any citations right after it)
-/// followed by whitespace, and at line breaks. A citation written after the full stop
+/// followed by whitespace, at line breaks, and after a citation that more words follow
+/// (`honey [1] and wax [2]` is two claims). A citation written after the full stop
 /// (`… the sun. [1]`) belongs to the sentence before it.
 pub fn sentences(text: &str) -> Vec<Sentence> {
     let mut out = Vec::new();
@@ -67,8 +69,9 @@ pub fn sentences(text: &str) -> Vec<Sentence> {
         let ch = chars[index];
         current.push(ch);
         index += 1;
-        if ch == ']' && ends_with_citation(&current) && starts_a_sentence(&chars[index..]) {
-            // `… the moon [1] The sun …`: a citation then a capital begins a new sentence.
+        if ch == ']' && ends_with_citation(&current) && starts_a_claim(&chars[index..]) {
+            // `… the moon [1] the sun …`: what a citation follows is the claim it supports,
+            // so the words after it are checked on their own.
             push(&mut out, &current);
             current.clear();
             continue;
@@ -102,10 +105,10 @@ fn ends_with_citation(text: &str) -> bool {
     chars.iter().rposition(|&ch| ch == '[').is_some_and(|open| citation_at(&chars, open) == Some(chars.len()))
 }
 
-/// Whether `rest` is whitespace and then a capital letter.
-fn starts_a_sentence(rest: &[char]) -> bool {
+/// Whether `rest` is whitespace and then words (not punctuation that ends the claim).
+fn starts_a_claim(rest: &[char]) -> bool {
     let mut chars = rest.iter().skip_while(|ch| **ch == ' ');
-    rest.first() == Some(&' ') && chars.next().is_some_and(|ch| ch.is_uppercase())
+    rest.first() == Some(&' ') && chars.next().is_some_and(|ch| !matches!(ch, '.' | ',' | ';' | ':' | '!' | '?'))
 }
 
 /// The end (exclusive) of a citation `[n]` or `[n, m]` starting at `at`, if one does.
@@ -341,11 +344,11 @@ mod tests {
     }
 
     #[test]
-    fn a_citation_before_a_capital_ends_a_sentence_and_decimals_and_prose_brackets_do_not() {
-        let cut = sentences("Tides follow the moon [1] The sun adds to them [2] and the wind [3]");
+    fn a_citation_before_more_words_ends_a_claim_and_decimals_and_prose_brackets_do_not() {
+        let cut = sentences("Tides follow the moon [1] The sun adds to them [2] and the wind [3], mostly.");
         let texts: Vec<&str> = cut.iter().map(|sentence| sentence.text.as_str()).collect();
-        assert_eq!(texts, ["Tides follow the moon [1]", "The sun adds to them [2] and the wind [3]"]);
-        let cut = sentences("Water boils at 99.6 degrees [2] in [the] hills.");
+        assert_eq!(texts, ["Tides follow the moon [1]", "The sun adds to them [2]", "and the wind [3], mostly."]);
+        let cut = sentences("Water boils at 99.6 degrees [2], less in [the] hills.");
         assert_eq!(cut.len(), 1);
         assert_eq!(cut[0].citations, [2]);
     }
