@@ -256,20 +256,10 @@ impl Default for RerankSettings {
 impl RerankSettings {
     /// The endpoint, `None` when reranking is off, or why the settings are incomplete.
     pub fn endpoint(&self) -> Result<Option<ModelEndpoint>, String> {
-        let blank = |value: &Option<String>| value.as_deref().is_none_or(|value| value.trim().is_empty());
         if !self.usd_per_1k_searches.is_finite() || self.usd_per_1k_searches < 0.0 {
             return Err("KFS_RERANK_USD_PER_1K_SEARCHES must be a price of 0 or more".to_owned());
         }
-        match (blank(&self.base_url), blank(&self.model)) {
-            (true, true) => Ok(None),
-            (false, true) => Err("KFS_RERANK_BASE_URL is set but KFS_RERANK_MODEL is not".to_owned()),
-            (true, false) => Err("KFS_RERANK_MODEL is set but KFS_RERANK_BASE_URL is not".to_owned()),
-            (false, false) => Ok(Some(ModelEndpoint {
-                base_url: self.base_url.clone().unwrap_or_default().trim_end_matches('/').to_owned(),
-                model: self.model.clone().unwrap_or_default(),
-                api_key: self.api_key.clone(),
-            })),
-        }
+        ModelEndpoint::from_parts("KFS_RERANK", &self.base_url, &self.model, &self.api_key)
     }
 }
 
@@ -284,20 +274,35 @@ pub struct ModelEndpoint {
     pub api_key: Option<SecretString>,
 }
 
+impl ModelEndpoint {
+    /// The endpoint `<prefix>_BASE_URL` and `<prefix>_MODEL` configure: `None` when neither
+    /// is set, an error naming the missing one when only one is.
+    fn from_parts(
+        prefix: &str,
+        base_url: &Option<String>,
+        model: &Option<String>,
+        api_key: &Option<SecretString>,
+    ) -> Result<Option<Self>, String> {
+        fn set(value: &Option<String>) -> Option<&str> {
+            value.as_deref().map(str::trim).filter(|value| !value.is_empty())
+        }
+        match (set(base_url), set(model)) {
+            (None, None) => Ok(None),
+            (Some(_), None) => Err(format!("{prefix}_BASE_URL is set but {prefix}_MODEL is not")),
+            (None, Some(_)) => Err(format!("{prefix}_MODEL is set but {prefix}_BASE_URL is not")),
+            (Some(base_url), Some(model)) => Ok(Some(Self {
+                base_url: base_url.trim_end_matches('/').to_owned(),
+                model: model.to_owned(),
+                api_key: api_key.clone(),
+            })),
+        }
+    }
+}
+
 impl EmbeddingSettings {
     /// The endpoint, `None` when embeddings are off, or why the settings are incomplete.
     pub fn endpoint(&self) -> Result<Option<ModelEndpoint>, String> {
-        let blank = |value: &Option<String>| value.as_deref().is_none_or(|value| value.trim().is_empty());
-        match (blank(&self.base_url), blank(&self.model)) {
-            (true, true) => Ok(None),
-            (false, true) => Err("KFS_EMBEDDINGS_BASE_URL is set but KFS_EMBEDDINGS_MODEL is not".to_owned()),
-            (true, false) => Err("KFS_EMBEDDINGS_MODEL is set but KFS_EMBEDDINGS_BASE_URL is not".to_owned()),
-            (false, false) => Ok(Some(ModelEndpoint {
-                base_url: self.base_url.clone().unwrap_or_default().trim_end_matches('/').to_owned(),
-                model: self.model.clone().unwrap_or_default(),
-                api_key: self.api_key.clone(),
-            })),
-        }
+        ModelEndpoint::from_parts("KFS_EMBEDDINGS", &self.base_url, &self.model, &self.api_key)
     }
 }
 

@@ -8,6 +8,8 @@
 //!
 //! The `openai` engine passes every answer through [`ground`] before it is committed; the
 //! quality bench (`cargo bench --bench answers`) scores answers with the same check.
+use std::collections::HashSet;
+
 use crate::knowledge::search::search_terms;
 
 /// The share of a sentence's content words a cited passage must hold to support it.
@@ -42,13 +44,15 @@ pub fn content_words(text: &str) -> Vec<String> {
 /// The share of `sentence`'s content words that `passage` holds: 1.0 for a sentence with
 /// none.
 pub fn support(sentence: &Sentence, passage: &str) -> f64 {
-    let words = sentence.content_words();
+    share(&sentence.content_words(), &content_words(passage).into_iter().collect())
+}
+
+/// The share of `words` in `held`: 1.0 for no words.
+fn share(words: &[String], held: &HashSet<String>) -> f64 {
     if words.is_empty() {
         return 1.0;
     }
-    let held = content_words(passage);
-    let shared = words.iter().filter(|word| held.contains(word)).count();
-    shared as f64 / words.len() as f64
+    words.iter().filter(|word| held.contains(*word)).count() as f64 / words.len() as f64
 }
 
 /// Whether `passage` supports `sentence` ([`SUPPORT_THRESHOLD`]).
@@ -65,11 +69,17 @@ pub fn sentences(text: &str) -> Vec<Sentence> {
     let mut current = String::new();
     let chars: Vec<char> = text.chars().collect();
     let mut index = 0;
+    // Where the last `[` stands, so a `]` is matched without reading back.
+    let mut last_open = None;
     while index < chars.len() {
         let ch = chars[index];
         current.push(ch);
         index += 1;
-        if ch == ']' && ends_with_citation(&current) && starts_a_claim(&chars[index..]) {
+        if ch == '[' {
+            last_open = Some(index - 1);
+        }
+        let closes_citation = ch == ']' && last_open.is_some_and(|open| citation_at(&chars, open) == Some(index));
+        if closes_citation && starts_a_claim(&chars[index..]) {
             // `… the moon [1] the sun …`: what a citation follows is the claim it supports,
             // so the words after it are checked on their own.
             push(&mut out, &current);
@@ -97,12 +107,6 @@ pub fn sentences(text: &str) -> Vec<Sentence> {
     }
     push(&mut out, &current);
     out
-}
-
-/// Whether `text` ends with a citation.
-fn ends_with_citation(text: &str) -> bool {
-    let chars: Vec<char> = text.chars().collect();
-    chars.iter().rposition(|&ch| ch == '[').is_some_and(|open| citation_at(&chars, open) == Some(chars.len()))
 }
 
 /// Whether `rest` is whitespace and then words (not punctuation that ends the claim).
@@ -226,21 +230,28 @@ pub struct Grounded {
 /// whole keeps its text exactly; one that changed is rebuilt sentence by sentence, its
 /// citations renumbered in order of first use.
 pub fn ground(text: &str, evidence: &[&str], cited: &[usize]) -> Option<Grounded> {
+    // Each passage's words once, not once per sentence.
+    let held: Vec<HashSet<String>> =
+        evidence.iter().map(|passage| content_words(passage).into_iter().collect()).collect();
     let mut kept: Vec<(String, Vec<usize>)> = Vec::new();
     let mut checks = Vec::new();
     let mut changed = false;
+    let mut said: HashSet<Vec<String>> = HashSet::new();
     for sentence in sentences(text) {
-        if !sentence.states_something() {
-            // Citation marks or punctuation alone: nothing to support, nothing to show.
+        let words = sentence.content_words();
+        // Citation marks or punctuation alone state nothing; a claim already made (a weak
+        // model repeating itself) adds nothing. Neither is shown.
+        if words.is_empty() || !said.insert(words.clone()) {
             changed = true;
             checks.push(Check { sentence: sentence.text.clone(), citation: None, verdict: Verdict::RemovedSentence });
             continue;
         }
-        let best = best_support(&sentence, evidence);
+        let supported = |index: usize| held.get(index).is_some_and(|held| share(&words, held) >= SUPPORT_THRESHOLD);
+        let best = best_support(&words, &held);
         let mut names: Vec<(usize, Verdict)> = Vec::new();
         for &number in &sentence.citations {
             match number.checked_sub(1).and_then(|at| cited.get(at)).copied() {
-                Some(index) if evidence.get(index).is_some_and(|passage| supports(&sentence, passage)) => {
+                Some(index) if supported(index) => {
                     names.push((index, Verdict::Supported));
                 }
                 Some(_) if best.is_some() => {
@@ -315,11 +326,11 @@ pub fn ground(text: &str, evidence: &[&str], cited: &[usize]) -> Option<Grounded
     Some(Grounded { text: rebuilt.join(" "), cited: order, checks })
 }
 
-/// The evidence that supports `sentence` best, if any does (ties to the first).
-fn best_support(sentence: &Sentence, evidence: &[&str]) -> Option<usize> {
+/// The evidence whose words support a claim's `words` best, if any does (ties to the first).
+fn best_support(words: &[String], held: &[HashSet<String>]) -> Option<usize> {
     let mut best: Option<(usize, f64)> = None;
-    for (index, passage) in evidence.iter().enumerate() {
-        let share = support(sentence, passage);
+    for (index, passage) in held.iter().enumerate() {
+        let share = share(words, passage);
         if share >= SUPPORT_THRESHOLD && best.is_none_or(|(_, top)| share > top) {
             best = Some((index, share));
         }
@@ -404,6 +415,23 @@ mod tests {
                 (None, Verdict::RemovedSentence),
             ]
         );
+    }
+
+    #[test]
+    fn a_claim_repeated_is_shown_once() {
+        let text = "Bees make honey from nectar [1]. Bees make honey from nectar [1]. Bees make honey from nectar.";
+        let grounded = ground(text, &EVIDENCE, &[0]).expect("supported");
+        assert_eq!(grounded.text, "Bees make honey from nectar [1].");
+        let removed = grounded.checks.iter().filter(|check| check.verdict == Verdict::RemovedSentence).count();
+        assert_eq!(removed, 2);
+    }
+
+    #[test]
+    fn a_long_answer_full_of_brackets_is_cut_into_its_claims() {
+        let text = "x] ".repeat(100_000) + "[1] " + &"word [1] ".repeat(20_000);
+        let cut = sentences(&text);
+        assert_eq!(cut.len(), 20_001);
+        assert!(cut.iter().all(|sentence| sentence.citations == [1]));
     }
 
     #[test]

@@ -32,6 +32,18 @@ pub fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
     Some(wait.min(MAX_RETRY_AFTER))
 }
 
+/// The waits between tries of one request: exponential from `min` to `max`, jittered,
+/// at most `retries` of them.
+pub fn backoff(min: Duration, max: Duration, retries: u32) -> impl Iterator<Item = Duration> {
+    use backon::BackoffBuilder as _;
+    backon::ExponentialBuilder::default()
+        .with_min_delay(min)
+        .with_max_delay(max)
+        .with_max_times(retries as usize)
+        .with_jitter()
+        .build()
+}
+
 /// A response's body, read up to `max` bytes: an endpoint that sends more is refused
 /// before it can fill memory.
 pub async fn read_bounded(response: reqwest::Response, max: usize) -> Result<Vec<u8>, String> {

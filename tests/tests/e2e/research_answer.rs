@@ -87,9 +87,12 @@ async fn early_late_and_reconnecting_subscribers_each_get_the_whole_answer_once(
     let server = OpenAiServer::start().await?;
     let api = api(&db, &server, |_| {}).await?;
     let (space, token) = space_with_documents(&api).await?;
-    let written =
-        "Bees make honey from nectar, which worker bees thicken with enzymes [1]. They keep it in wax combs [2]. ";
-    let slow = Answer::new(written.repeat(3)).chunked(6).slow(Duration::from_millis(30));
+    // Long enough to stream in many deltas; every claim different and supported, so
+    // grounding keeps the text as it streamed.
+    let written = "Bees make honey from nectar, which worker bees thicken with enzymes [1]. They keep it in wax combs [2]. \
+                   Worker bees fan the nectar with their wings [1]. The wax comes from glands on worker bees [2]. \
+                   Worker bees add enzymes to the nectar [1]. Bees store honey in wax combs [2]. ";
+    let slow = Answer::new(written).chunked(6).slow(Duration::from_millis(30));
     server.then([Reply::Answer(slow)]);
     let task = create(&api, &token, &space, "How do bees make honey?", json!({ "mode": "FAST" })).await?;
     let url = api.server.ws_url();

@@ -671,8 +671,9 @@ async fn citations_of_missing_evidence_and_unsupported_claims_are_removed_and_mi
 }
 
 /// What small local models write: prose without citations (attributed to the evidence
-/// that supports each sentence), or nothing but citation marks, or claims nothing supports
-/// (replaced by the extractive answer over the same evidence, cited by construction).
+/// that supports each sentence), nothing but citation marks, or claims nothing supports
+/// (replaced by the extractive answer over the same evidence, cited by construction), or
+/// the same claim over and over, cut off mid-sentence (shown once).
 async fn weak_answers_are_attributed_or_replaced_by_the_extractive_answer(db: TestDb) -> anyhow::Result<()> {
     let server = OpenAiServer::start().await?;
     let api = api(&db, &server, |_| {}).await?;
@@ -682,6 +683,10 @@ async fn weak_answers_are_attributed_or_replaced_by_the_extractive_answer(db: Te
         ("Bees make honey from nectar. Worker bees fan it with their wings.", "attributed"),
         ("[1] [2] [3]", "extractive_fallback"),
         ("Honey is made on the Moon by robots.", "extractive_fallback"),
+        (
+            "Bees make honey from nectar [1]. Bees make honey from nectar [1]. Bees make honey from nectar",
+            "removed_sentence",
+        ),
     ];
     for (written, verdict) in cases {
         server.then([Reply::answer(written)]);
@@ -712,6 +717,11 @@ async fn weak_answers_are_attributed_or_replaced_by_the_extractive_answer(db: Te
         let completed = event(&db, row.id, "stage:completed").await?;
         let checks = completed.payload["generation"]["citation_checks"].as_array().cloned().unwrap_or_default();
         ensure!(checks.iter().any(|check| check["verdict"] == verdict), "{written:?}: {checks:?}");
+        // A claim repeated (a weak model looping) is shown once.
+        let claims: Vec<Vec<String>> =
+            worker::grounding::sentences(&answer).iter().map(worker::grounding::Sentence::content_words).collect();
+        let distinct: std::collections::HashSet<&Vec<String>> = claims.iter().collect();
+        ensure_eq!(distinct.len(), claims.len(), "{written:?} repeated a claim: {answer}");
     }
     api.stop().await;
     Ok(())

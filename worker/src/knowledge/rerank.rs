@@ -6,7 +6,6 @@
 //! indexes in range and unique, finite scores.
 use std::time::Duration;
 
-use backon::BackoffBuilder as _;
 use secrecy::ExposeSecret as _;
 use serde::Deserialize;
 use serde_json::json;
@@ -102,12 +101,7 @@ impl Reranker {
 
     /// The documents' order for `query`, best first, with transient failures retried.
     pub async fn rerank(&self, query: &str, documents: &[String]) -> Result<Vec<Ranked>, RerankError> {
-        let mut delays = backon::ExponentialBuilder::default()
-            .with_min_delay(BACKOFF_MIN)
-            .with_max_delay(BACKOFF_MAX)
-            .with_max_times(self.max_retries as usize)
-            .with_jitter()
-            .build();
+        let mut delays = crate::remote::backoff(BACKOFF_MIN, BACKOFF_MAX, self.max_retries);
         loop {
             match self.try_once(query, documents).await {
                 Err(Transient { message, retry_after }) => match delays.next() {

@@ -165,9 +165,11 @@ const STOP_WORDS: &[&str] = &[
 /// FTS5 MATCH or a websearch query whatever the user typed.
 pub fn search_terms(text: &str) -> Vec<String> {
     let mut terms = Vec::new();
+    // Seen words in a set: a long text (an answer, a passage) costs its length, not its square.
+    let mut seen = std::collections::HashSet::new();
     for word in text.split(|c: char| !c.is_alphanumeric()) {
         let word = word.to_lowercase();
-        if !word.is_empty() && !STOP_WORDS.contains(&word.as_str()) && !terms.contains(&word) {
+        if !word.is_empty() && !STOP_WORDS.contains(&word.as_str()) && seen.insert(word.clone()) {
             terms.push(word);
         }
     }

@@ -12,7 +12,6 @@ mod tokens;
 
 use std::time::Duration;
 
-use backon::BackoffBuilder as _;
 use entity::ResearchMode;
 use serde_json::{Value, json};
 
@@ -85,12 +84,7 @@ impl OpenAiEngine {
             endpoint.output_usd_per_1m,
         );
         let deadline = limits_of(ctx.job).deadline_ms.map(|ms| ctx.job.created_at.saturating_add(ms.get()));
-        let mut delays = backon::ExponentialBuilder::default()
-            .with_min_delay(BACKOFF_MIN)
-            .with_max_delay(BACKOFF_MAX)
-            .with_max_times(endpoint.max_retries as usize)
-            .with_jitter()
-            .build();
+        let mut delays = crate::remote::backoff(BACKOFF_MIN, BACKOFF_MAX, endpoint.max_retries);
         let mut tries = 0u32;
         loop {
             tries += 1;
