@@ -20,6 +20,7 @@ mod m0020_webhooks;
 mod m0021_trace_contexts;
 mod m0022_audit_and_deletions;
 mod m0023_tenant_erasures;
+mod m0024_citation_checks;
 mod raw;
 
 pub use m0019_fair_claims::UNFINISHED;
@@ -44,6 +45,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0021_trace_contexts::Migration),
             Box::new(m0022_audit_and_deletions::Migration),
             Box::new(m0023_tenant_erasures::Migration),
+            Box::new(m0024_citation_checks::Migration),
         ]
     }
 }

@@ -141,9 +141,14 @@ pub enum Reply {
     /// whose system message mentions `sub_queries`) gets `{"sub_queries": [...]}`: the
     /// question (the text after `Question:`, or the last user message), then up to two pairs
     /// of its words of four letters or more; without `response_format` the JSON comes wrapped
-    /// in a sentence and a code fence, as chat models like to. Any other request is a
-    /// *generation*: each evidence block of the last user message (a line `[n] title`, then
-    /// its text) gives the first sentence of its text followed by ` [n]`; with no evidence,
+    /// in a sentence and a code fence, as chat models like to. A *decision* after a round
+    /// (the system message describes `"answered"`) gets `{"answered": true}` once any
+    /// evidence was found, else `{"answered": false, "queries": [its words of four letters
+    /// or more]}`. A *verification* (the system message asks for yes or no) gets "Yes." when
+    /// the passage holds at least half of the claim's words of four letters or more, else
+    /// "No.". Any other request is a *generation*: each evidence block of the first user
+    /// message (a line `[n] title`, then its text) gives the first sentence of its text
+    /// followed by ` [n]` (a repair's later messages change nothing); with no evidence,
     /// "The evidence does not answer the question.". Usage is estimated; `max_tokens` (or
     /// `max_completion_tokens`) truncates the answer with `finish_reason: "length"`.
     Auto,
@@ -986,8 +991,18 @@ fn texts_of<'a>(request: &'a Value, roles: &'a [&str]) -> impl Iterator<Item = S
 
 /// What [`Reply::Auto`] answers `request`.
 fn auto_answer(request: &Value, delay: Duration) -> Answer {
-    let last_user = texts_of(request, &["user"]).last().unwrap_or_default();
-    let content = if is_planning(request) { plan(request, &last_user) } else { cite(&last_user) };
+    let first_user = texts_of(request, &["user"]).next().unwrap_or_default();
+    let content = if is_deciding(request) {
+        decide(&first_user)
+    } else if is_verifying(request) {
+        verify(&first_user)
+    } else if is_planning(request) {
+        plan(request, &first_user)
+    } else {
+        // The first user message holds the question and the evidence (a repair adds the
+        // answer that was wrong and what was wrong with it after it).
+        cite(&first_user)
+    };
     let limit = request["max_completion_tokens"].as_i64().or_else(|| request["max_tokens"].as_i64());
     let mut answer = Answer::new(content).slow(delay);
     if let Some(limit) = limit.filter(|limit| *limit > 0)
@@ -999,6 +1014,46 @@ fn auto_answer(request: &Value, delay: Duration) -> Answer {
         answer.finish_reason = "length".to_owned();
     }
     answer
+}
+
+/// A decision after a round: the system message describes `{"answered": …}`.
+fn is_deciding(request: &Value) -> bool {
+    texts_of(request, &["system", "developer"]).any(|text| text.contains("\"answered\""))
+}
+
+/// A claim's verification: the system message asks for yes or no.
+fn is_verifying(request: &Value) -> bool {
+    texts_of(request, &["system", "developer"]).any(|text| text.contains("yes or no"))
+}
+
+/// Answered once any evidence was found; otherwise the question's words of four letters
+/// or more, to search one by one.
+fn decide(text: &str) -> String {
+    let found = text.split_once("Evidence found:").is_some_and(|(_, after)| !after.trim().starts_with("(none)"));
+    if found {
+        return json!({ "answered": true }).to_string();
+    }
+    let question = question_of(text);
+    let words: Vec<String> = question
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|word| word.chars().count() >= 4)
+        .map(str::to_lowercase)
+        .collect();
+    json!({ "answered": false, "queries": words }).to_string()
+}
+
+/// "Yes." when the passage holds at least half of the claim's words of four letters or
+/// more, "No." otherwise.
+fn verify(text: &str) -> String {
+    let passage = text.split_once("Claim:").map_or("", |(before, _)| before).to_lowercase();
+    let claim = text.split_once("Claim:").map_or("", |(_, after)| after.lines().next().unwrap_or_default());
+    let words: Vec<String> = claim
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|word| word.chars().count() >= 4)
+        .map(str::to_lowercase)
+        .collect();
+    let held = words.iter().filter(|word| passage.contains(word.as_str())).count();
+    if held * 2 >= words.len() { "Yes.".to_owned() } else { "No.".to_owned() }
 }
 
 fn is_planning(request: &Value) -> bool {

@@ -2,7 +2,7 @@
 //! [`ResearchEngine`] interface and the built-in engine, which needs no language model (planning
 //! by splitting the query, retrieval of passages by full text or hybrid search, extractive
 //! answers with numbered citations).
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use entity::{ResearchMode, TaskLimits, research_task_job as job};
 use sea_orm::{DatabaseConnection, DbErr};
@@ -141,13 +141,13 @@ impl From<Found> for Passage {
 impl Passage {
     /// What deduplicates evidence: the passage, or for bundles from before passages, the
     /// document.
-    fn identity(&self) -> Uuid {
+    pub(crate) fn identity(&self) -> Uuid {
         self.passage_id.unwrap_or(self.document_id)
     }
 
     /// Whether two passages of one document cover mostly the same characters (overlapping
     /// windows of one long block).
-    fn overlaps(&self, other: &Passage) -> bool {
+    pub(crate) fn overlaps(&self, other: &Passage) -> bool {
         let (Some(a0), Some(a1), Some(b0), Some(b1)) =
             (self.char_start, self.char_end, other.char_start, other.char_end)
         else {
@@ -234,6 +234,60 @@ pub trait ResearchEngine: Send + Sync {
     async fn analyze(&self, ctx: &StageContext<'_>, found: &[Retrieval]) -> Result<Staged<Vec<Passage>>, EngineError>;
     /// Writes the answer, citing the evidence.
     async fn generate(&self, ctx: &StageContext<'_>, evidence: &[Passage]) -> Result<Staged<Answer>, EngineError>;
+    /// After a round that may be followed by another: whether the evidence kept so far
+    /// answers the question or what to search next. The default is the built-in rule
+    /// ([`coverage_decision`]), which needs no model.
+    async fn decide(&self, ctx: &StageContext<'_>, so_far: &RoundsSoFar<'_>) -> Result<Staged<Decision>, EngineError> {
+        Ok(Staged::new(coverage_decision(&ctx.job.query, so_far), CostReport::default()))
+    }
+    /// The most another round of `queries` sub-queries and the answer after it could
+    /// spend, in nanodollars, given the evidence kept so far; 0 when the engine cannot say.
+    fn next_round_cost(&self, _ctx: &StageContext<'_>, _queries: usize, _evidence: &[Passage]) -> i64 {
+        0
+    }
+}
+
+/// The evidence and searches of the rounds so far, as the decision after a round reads them.
+#[derive(Debug, Clone, Copy)]
+pub struct RoundsSoFar<'a> {
+    /// The round just analysed (1 for the first).
+    pub round: u32,
+    /// The mode the plan resolved.
+    pub mode: ResearchMode,
+    /// The evidence kept by every round so far, each passage once.
+    pub evidence: &'a [Passage],
+    /// Every sub-query searched so far.
+    pub searched: &'a [String],
+    /// The most sub-queries the next round may search.
+    pub cap: usize,
+}
+
+/// What the engine decided after a round.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// The evidence answers the question.
+    Answered,
+    /// Search these next (the pipeline drops repeats of what was searched).
+    Search(Vec<String>),
+}
+
+/// The built-in rule: the question is answered when the evidence kept so far holds every
+/// content word of it (stop words aside), in its text, title or headings; otherwise the
+/// next round searches each uncovered word.
+pub fn coverage_decision(question: &str, so_far: &RoundsSoFar<'_>) -> Decision {
+    let held: HashSet<String> = so_far
+        .evidence
+        .iter()
+        .flat_map(|passage| {
+            let text = if passage.text.is_empty() { &passage.snippet } else { &passage.text };
+            let mut words = search_terms(text);
+            words.extend(search_terms(&passage.title));
+            words.extend(passage.heading_path.iter().flat_map(|heading| search_terms(heading)));
+            words
+        })
+        .collect();
+    let uncovered: Vec<String> = search_terms(question).into_iter().filter(|word| !held.contains(word)).collect();
+    if uncovered.is_empty() { Decision::Answered } else { Decision::Search(uncovered) }
 }
 
 /// The limits `task` runs under (parsed where they entered; see [`TaskLimits`]).
@@ -370,15 +424,91 @@ impl ResearchEngine for BuiltinEngine {
     }
 
     async fn generate(&self, ctx: &StageContext<'_>, evidence: &[Passage]) -> Result<Staged<Answer>, EngineError> {
-        let written =
-            if evidence.is_empty() { NO_EVIDENCE_ANSWER.to_owned() } else { extractive(&ctx.job.query, evidence) };
+        let (written, used, checks) = grounded_extractive(&ctx.job.query, evidence);
         // Through the same checks as a model's answer, streamed in one delta.
-        let mut composer = Composer::new(ctx.answer, evidence.len());
+        let mut composer = Composer::new(ctx.answer, used.len());
         composer.push(&written);
         let composed = composer.finish();
         let read: String = evidence.iter().map(|p| p.snippet.as_str()).collect();
         let cost = self.cost(&format!("{}{read}", ctx.job.query), &composed.text);
-        Ok(Staged::new(Answer::cited(composed.text, evidence, &composed.cited), cost))
+        let answer = Answer::cited(composed.text, &used, &composed.cited);
+        Ok(Staged { output: answer, cost, report: serde_json::json!({ "citation_checks": checks }) })
+    }
+
+    fn next_round_cost(&self, ctx: &StageContext<'_>, queries: usize, evidence: &[Passage]) -> i64 {
+        let usd = |tokens_in: i64, tokens_out: i64| {
+            CostReport::at_prices(
+                tokens_in,
+                tokens_out,
+                self.settings.input_usd_per_1k_tokens * 1_000.0,
+                self.settings.output_usd_per_1k_tokens * 1_000.0,
+            )
+            .usd_nanos
+        };
+        let bounds = RoundBounds::of(self, ctx, queries, evidence);
+        // Retrieval reads every candidate; analysis reads them again and writes what it
+        // keeps; the answer reads the evidence and the question and writes a clause of each.
+        let round = usd(bounds.candidates * bounds.passage_tokens, bounds.candidates * bounds.passage_tokens)
+            + usd(bounds.candidates * bounds.passage_tokens, bounds.top_k * bounds.passage_tokens);
+        let answer = usd(
+            bounds.evidence_after * bounds.passage_tokens + estimate_tokens(&ctx.job.query),
+            bounds.evidence_after * bounds.passage_tokens,
+        );
+        round + answer + bounds.rerank_nanos
+    }
+}
+
+/// What bounds another round's spend, as far as the rounds so far show it: every
+/// candidate as long as the longest passage kept yet (256 tokens before any).
+pub(crate) struct RoundBounds {
+    /// Candidates the round may read: a list per ranker for every sub-query.
+    pub candidates: i64,
+    /// The evidence the round may keep.
+    pub top_k: i64,
+    /// The evidence the answer may read after it.
+    pub evidence_after: i64,
+    /// The longest passage, in tokens.
+    pub passage_tokens: i64,
+    /// What reranking every sub-query may cost.
+    pub rerank_nanos: i64,
+}
+
+impl RoundBounds {
+    pub(crate) fn of(engine: &BuiltinEngine, ctx: &StageContext<'_>, queries: usize, evidence: &[Passage]) -> Self {
+        let queries = i64::try_from(queries).unwrap_or(i64::MAX);
+        let rankers = if engine.retriever.is_hybrid() { 2 } else { 1 };
+        let per_query = i64::try_from(engine.settings.candidates_per_sub_query).unwrap_or(i64::MAX);
+        let top_k = ctx.job.top_k.map_or(engine.settings.default_top_k as i64, i64::from);
+        let passage_tokens = evidence.iter().map(|passage| estimate_tokens(&passage.text)).max().unwrap_or(256).max(1);
+        let rerank_nanos = engine.reranker.as_ref().map_or(0, |reranker| reranker.usd_nanos_per_search() * queries);
+        Self {
+            candidates: queries.saturating_mul(per_query).saturating_mul(rankers),
+            top_k,
+            evidence_after: evidence.len() as i64 + top_k,
+            passage_tokens,
+            rerank_nanos,
+        }
+    }
+}
+
+/// The extractive answer over `evidence` through the citation check like any answer (a
+/// clause that states nothing or repeats another goes), with the evidence it cites in
+/// citation order and the verdicts.
+fn grounded_extractive(query: &str, evidence: &[Passage]) -> (String, Vec<Passage>, Vec<crate::grounding::Check>) {
+    if evidence.is_empty() {
+        return (NO_EVIDENCE_ANSWER.to_owned(), Vec::new(), Vec::new());
+    }
+    let written = extractive(query, evidence);
+    let texts: Vec<&str> =
+        evidence.iter().map(|p| if p.text.is_empty() { p.snippet.as_str() } else { p.text.as_str() }).collect();
+    let every: Vec<usize> = (0..evidence.len()).collect();
+    match crate::grounding::ground(&written, &texts, &every) {
+        Some(grounded) => {
+            let used = grounded.cited.iter().filter_map(|&index| evidence.get(index).cloned()).collect();
+            (grounded.text, used, grounded.checks)
+        }
+        // Every clause stated nothing: the answer is what it is, cited by construction.
+        None => (written, evidence.to_vec(), Vec::new()),
     }
 }
 
@@ -532,6 +662,33 @@ fn reorder(passages: &mut Vec<Passage>, order: &[crate::knowledge::rerank::Ranke
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn passage(text: &str) -> Passage {
+        Passage {
+            document_id: uuid::Uuid::nil(),
+            title: "Bees".into(),
+            snippet: text.into(),
+            score: 1.0,
+            passage_id: None,
+            text: text.into(),
+            char_start: None,
+            char_end: None,
+            heading_path: vec!["Hive".into()],
+            rankers: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_question_is_answered_when_the_evidence_holds_every_content_word() {
+        let evidence = [passage("Nectar becomes honey in the comb.")];
+        let so_far = RoundsSoFar { round: 1, mode: ResearchMode::Deep, evidence: &evidence, searched: &[], cap: 6 };
+        // "bees" from the title, "hive" from the heading, the rest from the text.
+        assert_eq!(
+            coverage_decision("How do the bees of a hive make honey from nectar?", &so_far),
+            Decision::Search(vec!["make".into()])
+        );
+        assert_eq!(coverage_decision("Where is honey in the hive?", &so_far), Decision::Answered);
+    }
 
     #[test]
     fn modes_split_into_more_sub_queries_the_deeper_they_go() {

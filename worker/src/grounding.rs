@@ -220,7 +220,14 @@ pub struct Grounded {
     pub cited: Vec<usize>,
     /// The verdicts, sentence by sentence.
     pub checks: Vec<Check>,
+    /// Each kept claim without its citations, with the evidence it cites (indexes into
+    /// the evidence, as in `cited`): what a model is asked to verify.
+    pub claims: Vec<(String, Vec<usize>)>,
 }
+
+/// Claims a model judged unsupported by a passage: (the claim without citations, the
+/// evidence index). [`ground_with`] never lets such a claim cite that passage.
+pub type Vetoes = HashSet<(String, usize)>;
 
 /// Checks `text` (whose `[n]` names `evidence[cited[n - 1]]`) against the evidence it was
 /// written over: supported citations stay, unsupported ones move to the evidence that
@@ -230,6 +237,12 @@ pub struct Grounded {
 /// whole keeps its text exactly; one that changed is rebuilt sentence by sentence, its
 /// citations renumbered in order of first use.
 pub fn ground(text: &str, evidence: &[&str], cited: &[usize]) -> Option<Grounded> {
+    ground_with(text, evidence, cited, &Vetoes::new())
+}
+
+/// [`ground`], where a claim never cites a passage `vetoes` pairs it with: such a citation
+/// moves to other supporting evidence or is removed, like one the lexical check refuses.
+pub fn ground_with(text: &str, evidence: &[&str], cited: &[usize], vetoes: &Vetoes) -> Option<Grounded> {
     // Each passage's words once, not once per sentence.
     let held: Vec<HashSet<String>> =
         evidence.iter().map(|passage| content_words(passage).into_iter().collect()).collect();
@@ -246,8 +259,12 @@ pub fn ground(text: &str, evidence: &[&str], cited: &[usize]) -> Option<Grounded
             checks.push(Check { sentence: sentence.text.clone(), citation: None, verdict: Verdict::RemovedSentence });
             continue;
         }
-        let supported = |index: usize| held.get(index).is_some_and(|held| share(&words, held) >= SUPPORT_THRESHOLD);
-        let best = best_support(&words, &held);
+        let prose = without_citations(&sentence.text);
+        let allowed = |index: usize| !vetoes.contains(&(prose.clone(), index));
+        let supported = |index: usize| {
+            allowed(index) && held.get(index).is_some_and(|held| share(&words, held) >= SUPPORT_THRESHOLD)
+        };
+        let best = best_support(&words, &held, &allowed);
         let mut names: Vec<(usize, Verdict)> = Vec::new();
         for &number in &sentence.citations {
             match number.checked_sub(1).and_then(|at| cited.get(at)).copied() {
@@ -291,7 +308,7 @@ pub fn ground(text: &str, evidence: &[&str], cited: &[usize]) -> Option<Grounded
                 indexes.push(index);
             }
         }
-        kept.push((without_citations(&sentence.text), indexes));
+        kept.push((prose, indexes));
     }
     if kept.is_empty() {
         return None;
@@ -310,7 +327,7 @@ pub fn ground(text: &str, evidence: &[&str], cited: &[usize]) -> Option<Grounded
         }
     }
     if !changed {
-        return Some(Grounded { text: text.trim().to_owned(), cited: cited.to_vec(), checks });
+        return Some(Grounded { text: text.trim().to_owned(), cited: cited.to_vec(), checks, claims: kept });
     }
     let rebuilt: Vec<String> = kept
         .iter()
@@ -323,13 +340,16 @@ pub fn ground(text: &str, evidence: &[&str], cited: &[usize]) -> Option<Grounded
             }
         })
         .collect();
-    Some(Grounded { text: rebuilt.join(" "), cited: order, checks })
+    Some(Grounded { text: rebuilt.join(" "), cited: order, checks, claims: kept })
 }
 
 /// The evidence whose words support a claim's `words` best, if any does (ties to the first).
-fn best_support(words: &[String], held: &[HashSet<String>]) -> Option<usize> {
+fn best_support(words: &[String], held: &[HashSet<String>], allowed: &dyn Fn(usize) -> bool) -> Option<usize> {
     let mut best: Option<(usize, f64)> = None;
     for (index, passage) in held.iter().enumerate() {
+        if !allowed(index) {
+            continue;
+        }
         let share = share(words, passage);
         if share >= SUPPORT_THRESHOLD && best.is_none_or(|(_, top)| share > top) {
             best = Some((index, share));
@@ -414,6 +434,33 @@ mod tests {
                 (Some(2), Verdict::RemovedCitation),
                 (None, Verdict::RemovedSentence),
             ]
+        );
+    }
+
+    #[test]
+    fn a_claim_a_model_refuted_never_cites_that_passage_again() {
+        let text = "Bees make honey from nectar [1]. Tides come from the moon [2].";
+        let first = ground(text, &EVIDENCE, &[0, 2]).expect("supported");
+        assert_eq!(
+            first.claims,
+            [("Bees make honey from nectar.".to_owned(), vec![0]), ("Tides come from the moon.".to_owned(), vec![2])]
+        );
+        // The model said the honey passage does not support the honey claim: it moves to
+        // the wax passage, which holds half its words.
+        let claim = "Bees make honey from nectar.".to_owned();
+        let vetoes = Vetoes::from([(claim.clone(), 0)]);
+        let moved = ground_with(text, &EVIDENCE, &[0, 2], &vetoes).expect("supported");
+        assert_eq!(moved.text, "Bees make honey from nectar [1]. Tides come from the moon [2].");
+        assert_eq!(moved.cited, [1, 2]);
+        assert_eq!(verdicts(&moved), [(Some(1), Verdict::Moved), (Some(2), Verdict::Supported)]);
+        // Refuted for both: nothing else supports it, so it goes.
+        let vetoes = Vetoes::from([(claim.clone(), 0), (claim, 1)]);
+        let removed = ground_with(text, &EVIDENCE, &[0, 2], &vetoes).expect("the tides claim stays");
+        assert_eq!(removed.text, "Tides come from the moon [1].");
+        assert_eq!(removed.cited, [2]);
+        assert_eq!(
+            verdicts(&removed),
+            [(Some(1), Verdict::RemovedCitation), (None, Verdict::RemovedSentence), (Some(1), Verdict::Supported)]
         );
     }
 

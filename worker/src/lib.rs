@@ -24,6 +24,7 @@ pub mod engine;
 pub mod grounding;
 pub mod knowledge;
 pub mod outbox;
+pub mod rounds;
 pub mod webhooks;
 
 // The pipeline that runs a claimed task stage by stage (the tests drive it directly).

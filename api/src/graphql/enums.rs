@@ -31,13 +31,16 @@ pub enum GqlStage {
 #[derive(Enum, Debug, Clone, Copy, PartialEq, Eq)]
 #[graphql(name = "ResearchMode")]
 pub enum GqlMode {
-    /// The engine picks.
+    /// The engine picks by the question's length (up to 6 words FAST, up to 16 RESEARCH,
+    /// longer DEEP) and runs as the mode it picked.
     Auto,
-    /// One sub-query, one round.
+    /// One sub-query (the question), one round (`limits.max_rounds` default 1).
     Fast,
-    /// A few sub-queries.
+    /// Up to 3 sub-queries, up to 2 rounds (`limits.max_rounds` default 2).
     Research,
-    /// More sub-queries over more rounds.
+    /// Up to 6 sub-queries, up to 4 rounds (`limits.max_rounds` default 4), and the
+    /// `openai` engine verifies each cited claim with the model (`limits.verify` default
+    /// true).
     Deep,
 }
 

@@ -44,6 +44,10 @@ pub struct TraceOfTask {
     pub subject_id: String,
 }
 
+/// The citation checks of an answer trace the caller has already been shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ChecksOfTrace(pub Uuid);
+
 /// The loaders of one request.
 pub struct Loaders {
     db: DatabaseConnection,
@@ -128,5 +132,16 @@ impl Loader<TraceOfTask> for Loaders {
                 Some((key, row))
             })
             .collect())
+    }
+}
+
+impl Loader<ChecksOfTrace> for Loaders {
+    type Value = serde_json::Value;
+    type Error = Arc<DbErr>;
+
+    async fn load(&self, keys: &[ChecksOfTrace]) -> Result<HashMap<ChecksOfTrace, Self::Value>, Self::Error> {
+        let ids: Vec<Uuid> = keys.iter().map(|key| key.0).collect();
+        let rows = answer_traces::checks_for(&self.db, &ids).await.map_err(Arc::new)?;
+        Ok(rows.into_iter().map(|(id, checks)| (ChecksOfTrace(id), checks)).collect())
     }
 }

@@ -125,6 +125,10 @@ task_limits! {
     max_evidence: Bounded<1, 100> = "integer, 1 to 100; default: no limit (topK still applies)";
     /// Milliseconds after creation by which the task must be done, or it fails.
     deadline_ms: Bounded<1_000, 2_592_000_000> = "integer, 1000 to 2592000000 (30 days); default: none";
+    /// The most rounds of retrieval and analysis; after each one the engine decides whether the question is answered or what to search next.
+    max_rounds: Bounded<1, 8> = "integer, 1 to 8; default: FAST 1, RESEARCH 2, DEEP 4, AUTO as the mode it resolves to";
+    /// Whether the `openai` engine also asks the model, per cited claim, whether the cited passage supports it (budgeted; the lexical check always runs).
+    verify: bool = "true or false; default: true in DEEP, false otherwise";
 }
 
 impl LimitsError {
@@ -175,8 +179,12 @@ mod tests {
 
     #[test]
     fn every_documented_key_parses_and_null_means_the_default() {
-        let limits = TaskLimits::parse(&json!({ "max_sub_queries": 3, "max_evidence": 7, "deadline_ms": 60000 }))
-            .expect("valid limits");
+        let limits = TaskLimits::parse(
+            &json!({ "max_sub_queries": 3, "max_evidence": 7, "deadline_ms": 60000, "max_rounds": 8, "verify": false }),
+        )
+        .expect("valid limits");
+        assert_eq!(limits.max_rounds.map(Bounded::get), Some(8));
+        assert_eq!(limits.verify, Some(false));
         assert_eq!(limits.max_sub_queries.map(Bounded::get), Some(3));
         assert_eq!(limits.max_evidence.map(Bounded::get), Some(7));
         assert_eq!(limits.deadline_ms.map(Bounded::get), Some(60_000));
@@ -194,6 +202,10 @@ mod tests {
             (json!({ "deadline_ms": 1000.0 }), "deadline_ms"),
             (json!({ "deadline_ms": true }), "deadline_ms"),
             (json!({ "max_sub_queries": 0 }), "max_sub_queries"),
+            (json!({ "max_rounds": 0 }), "max_rounds"),
+            (json!({ "max_rounds": 9 }), "max_rounds"),
+            (json!({ "verify": "yes" }), "verify"),
+            (json!({ "verify": 1 }), "verify"),
             (json!({ "max_sub_queries": 17 }), "max_sub_queries"),
             (json!({ "max_evidence": [] }), "max_evidence"),
             (json!({ "max_evidence": -1 }), "max_evidence"),

@@ -112,6 +112,8 @@ impl Stage {
         }
         match to {
             Self::Queued => self == Self::Paused && paused_from == Some(Self::Queued),
+            // Analysis may send the task back for another round of retrieval.
+            Self::Retrieving if self == Self::Analyzing => true,
             Self::Planning | Self::Retrieving | Self::Analyzing | Self::Generating => {
                 self.next_in_pipeline() == Some(to) || (self == Self::Paused && paused_from == Some(to))
             }
@@ -150,6 +152,7 @@ mod tests {
             (Planning, Retrieving),
             (Retrieving, Analyzing),
             (Analyzing, Generating),
+            (Analyzing, Retrieving),
             (Generating, Completed),
         ];
         if from.is_terminal() {

@@ -2,6 +2,7 @@
 //! except `api_key_expires_at`, which the seed makes TIMESTAMPTZ.
 
 pub mod answer_trace;
+pub mod answer_trace_citation_check;
 pub mod api_key;
 pub mod audit_event;
 pub mod knowledge_document;

@@ -57,6 +57,8 @@ async fn research_task(api: &Api, token: &str, space: &str) -> anyhow::Result<St
         "mode": "RESEARCH",
         "topK": 3,
         "budgetUsd": 1.0,
+        // One round: one evidence bundle follows the retrievals.
+        "limits": { "max_rounds": 1 },
     });
     let data = api.data(Some(token), CREATE_TASK, json!({ "input": input })).await?;
     string_at(&data, "/createResearchTask/id")

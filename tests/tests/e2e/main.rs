@@ -46,6 +46,7 @@ mod ops_page;
 mod research_answer;
 mod research_openai;
 mod research_rerank;
+mod research_rounds;
 mod store;
 mod traces;
 mod webhooks;
@@ -93,6 +94,7 @@ fn main() -> ExitCode {
         research_answer::tests(),
         research_openai::tests(),
         research_rerank::tests(),
+        research_rounds::tests(),
         migration_replay::tests(),
         traces::tests(),
         webhooks::tests(),

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, ensure};
 use entity::{Stage, research_task_job as job, research_task_progress_event as progress};
-use kfs_tests::openai_server::{Answer, OpenAiServer, Reply, Seen};
+use kfs_tests::openai_server::{Answer, OpenAiServer, Reply, Seen, Usage};
 use kfs_tests::process::{ApiProcess, Binaries, api_command, wait_until};
 use kfs_tests::server::{GraphqlClient, TestServer};
 use kfs_tests::{DbTest, TestDb, db_tests, ensure_eq};
@@ -31,6 +31,8 @@ pub fn tests() -> Vec<DbTest> {
         an_unusable_plan_falls_back_and_a_server_without_json_mode_is_asked_in_words,
         citations_of_missing_evidence_and_unsupported_claims_are_removed_and_missing_usage_is_estimated,
         weak_answers_are_attributed_or_replaced_by_the_extractive_answer,
+        a_deep_task_decides_its_rounds_with_the_model_and_verifies_each_cited_claim,
+        an_answer_without_prose_is_repaired_once_when_the_budget_allows,
         cancel_drops_the_request_in_flight,
         a_lease_lost_to_expiry_drops_the_request_at_the_next_heartbeat,
         the_api_key_reaches_no_log_and_no_error,
@@ -124,7 +126,8 @@ pub async fn wait_terminal(db: &TestDb, task: &str) -> anyhow::Result<job::Model
 
 /// The task's answer and evidence, as a client reads them.
 pub async fn trace(api: &Api, token: &str, task: &str) -> anyhow::Result<Value> {
-    let read = "query($id: UUID!) { researchTask(id: $id) { stage error answerTrace { answer evidence } } }";
+    let read =
+        "query($id: UUID!) { researchTask(id: $id) { stage error answerTrace { answer evidence citationChecks } } }";
     Ok(api.data(Some(token), read, json!({ "id": task })).await?["researchTask"].clone())
 }
 
@@ -156,8 +159,18 @@ async fn a_task_plans_retrieves_and_answers_with_the_model_and_costs_exactly_its
     ensure_eq!(row.stage, Stage::Completed, "error: {:?}", row.error);
 
     let seen = server.seen();
-    ensure_eq!(seen.len(), 2, "one planning call, one generation call: {seen:#?}");
-    let (plan_call, answer_call) = (&seen[0], &seen[1]);
+    // RESEARCH runs up to two rounds: after the first, the model is asked whether the
+    // evidence answers the question (the stand-in says it does once anything was found).
+    ensure_eq!(seen.len(), 3, "a planning call, a decision, a generation call: {seen:#?}");
+    let (plan_call, decision_call, answer_call) = (&seen[0], &seen[1], &seen[2]);
+    ensure_eq!(decision_call.body["response_format"]["type"], json!("json_object"));
+    let round = event(&db, row.id, "stage:generating").await?;
+    ensure_eq!(
+        (&round.payload["round"], &round.payload["decision"], &round.payload["engine"]["decision"]["decider"]),
+        (&json!(1), &json!("answered"), &json!("model")),
+        "{}",
+        round.payload
+    );
     for call in &seen {
         ensure_eq!(call.authorization.as_deref(), Some(format!("Bearer {KEY}").as_str()));
         ensure_eq!(call.body["model"], json!(MODEL));
@@ -199,19 +212,21 @@ async fn a_task_plans_retrieves_and_answers_with_the_model_and_costs_exactly_its
 
     // Cost: exactly the usage at the prices, per stage and per call.
     let cost = &row.cost;
-    let (plan_nanos, answer_nanos) = (nanos(plan_call), nanos(answer_call));
-    ensure_eq!(cost["usd_nanos"], json!(plan_nanos + answer_nanos), "{cost}");
+    let (plan_nanos, decision_nanos, answer_nanos) = (nanos(plan_call), nanos(decision_call), nanos(answer_call));
+    ensure_eq!(cost["usd_nanos"], json!(plan_nanos + decision_nanos + answer_nanos), "{cost}");
     let usage = |seen: &Seen| seen.usage.expect("usage");
-    ensure_eq!(cost["input_tokens"], json!(usage(plan_call).prompt_tokens + usage(answer_call).prompt_tokens));
-    ensure_eq!(cost["output_tokens"], json!(usage(plan_call).completion_tokens + usage(answer_call).completion_tokens));
+    let sum = |tokens: fn(Usage) -> i64| seen.iter().map(|call| tokens(usage(call))).sum::<i64>();
+    ensure_eq!(cost["input_tokens"], json!(sum(|usage| usage.prompt_tokens)));
+    ensure_eq!(cost["output_tokens"], json!(sum(|usage| usage.completion_tokens)));
     ensure_eq!(cost["stages"]["planning"]["usd_nanos"], json!(plan_nanos));
+    ensure_eq!(cost["stages"]["analyzing"]["usd_nanos"], json!(decision_nanos));
     ensure_eq!(cost["stages"]["generating"]["usd_nanos"], json!(answer_nanos));
     ensure_eq!(cost["stages"]["retrieving"]["usd_nanos"], json!(0), "retrieval calls no model");
     let calls = cost["stages"]["generating"]["calls"].as_array().context("per-call detail")?;
     ensure_eq!(calls.len(), 1);
     ensure_eq!(calls[0]["model"], json!(MODEL));
     ensure!(calls[0].get("estimated").is_none(), "usage came from the server: {}", calls[0]);
-    ensure!(row.budget_usd.is_some_and(|budget| (plan_nanos + answer_nanos) as f64 / 1e9 < budget));
+    ensure!(row.budget_usd.is_some_and(|budget| (plan_nanos + decision_nanos + answer_nanos) as f64 / 1e9 < budget));
     api.stop().await;
     Ok(())
 }
@@ -656,7 +671,7 @@ async fn citations_of_missing_evidence_and_unsupported_claims_are_removed_and_mi
     let completed = event(&db, row.id, "stage:completed").await?;
     let generation = &completed.payload["generation"];
     ensure_eq!(generation["removed_citations"], json!(["[9]"]), "{}", completed.payload);
-    let checks = generation["citation_checks"].as_array().cloned().unwrap_or_default();
+    let checks = read["answerTrace"]["citationChecks"].as_array().cloned().unwrap_or_default();
     ensure!(
         checks.iter().any(|check| check["verdict"] == "removed_sentence"
             && check["sentence"].as_str().is_some_and(|sentence| sentence.contains("Mars"))),
@@ -689,7 +704,8 @@ async fn weak_answers_are_attributed_or_replaced_by_the_extractive_answer(db: Te
         ),
     ];
     for (written, verdict) in cases {
-        server.then([Reply::answer(written)]);
+        // The repair is as weak as the answer it repairs.
+        server.then([Reply::answer(written), Reply::answer(written)]);
         let task = create(&api, &token, &space, query, json!({ "mode": "FAST", "topK": 2 })).await?;
         let row = wait_terminal(&db, &task).await?;
         ensure_eq!(row.stage, Stage::Completed, "{:?}", row.error);
@@ -714,15 +730,115 @@ async fn weak_answers_are_attributed_or_replaced_by_the_extractive_answer(db: Te
         let numbers: Vec<Value> = evidence.iter().map(|item| item["citation"].clone()).collect();
         let expected: Vec<Value> = (1..=evidence.len()).map(|number| json!(number)).collect();
         ensure_eq!(numbers, expected);
-        let completed = event(&db, row.id, "stage:completed").await?;
-        let checks = completed.payload["generation"]["citation_checks"].as_array().cloned().unwrap_or_default();
+        let checks = read["answerTrace"]["citationChecks"].as_array().cloned().unwrap_or_default();
         ensure!(checks.iter().any(|check| check["verdict"] == verdict), "{written:?}: {checks:?}");
+        // The answer was wrong in a way a repair may fix: one more generation said what.
+        let completed = event(&db, row.id, "stage:completed").await?;
+        let repair = &completed.payload["generation"]["repair"];
+        ensure_eq!(repair["outcome"], json!("still_wrong"), "{written:?}: {}", completed.payload);
         // A claim repeated (a weak model looping) is shown once.
         let claims: Vec<Vec<String>> =
             worker::grounding::sentences(&answer).iter().map(worker::grounding::Sentence::content_words).collect();
         let distinct: std::collections::HashSet<&Vec<String>> = claims.iter().collect();
         ensure_eq!(distinct.len(), claims.len(), "{written:?} repeated a claim: {answer}");
     }
+    api.stop().await;
+    Ok(())
+}
+
+/// DEEP: after each round the model decides (its JSON wrapped in prose, as weak models
+/// write it); a claim the model says its passage does not support loses that citation.
+async fn a_deep_task_decides_its_rounds_with_the_model_and_verifies_each_cited_claim(db: TestDb) -> anyhow::Result<()> {
+    let server = OpenAiServer::start().await?;
+    let api = api(&db, &server, |_| {}).await?;
+    let (space, token) = space_with_documents(&api).await?;
+    let more = "Sure! Here is my decision:\n```json\n{\"answered\": false, \"queries\": [\"wax glands\"]}\n```";
+    server.then([
+        Reply::Auto,          // the plan
+        Reply::answer(more),  // after round 1: search "wax glands"
+        Reply::Auto,          // after round 2: answered
+        Reply::Auto,          // the answer: a cited first sentence per passage
+        Reply::answer("No."), // the first claim is refuted
+    ]);
+    let extra = json!({ "mode": "DEEP", "topK": 1, "limits": { "max_rounds": 3 } });
+    let task = create(&api, &token, &space, "How do bees make honey?", extra).await?;
+    let row = wait_terminal(&db, &task).await?;
+    ensure_eq!(row.stage, Stage::Completed, "{:?}", row.error);
+
+    let ends: Vec<Value> = crate::worker_support::events(&db, row.id)
+        .await?
+        .into_iter()
+        .filter(|event| event.payload.get("decision").is_some())
+        .map(|event| event.payload)
+        .collect();
+    let decisions: Vec<&Value> = ends.iter().map(|end| &end["decision"]).collect();
+    ensure_eq!(decisions, [&json!("continue"), &json!("answered")], "{ends:#?}");
+    ensure_eq!(ends[1]["queries"], json!(["wax glands"]));
+    ensure_eq!(ends[0]["engine"]["decision"]["decider"], json!("model"));
+    let calls = row.cost["stages"]["analyzing"]["calls"].as_array().cloned().unwrap_or_default();
+    ensure_eq!(calls.len(), 2, "one decision per round: {}", row.cost);
+
+    let completed = event(&db, row.id, "stage:completed").await?;
+    let verification = &completed.payload["generation"]["verification"];
+    ensure!(verification["asked"].as_i64().is_some_and(|asked| asked >= 1), "{}", completed.payload);
+    ensure_eq!(verification["refuted"], json!(1), "{}", completed.payload);
+    let read = trace(&api, &token, &task).await?;
+    let checks = read["answerTrace"]["citationChecks"].as_array().cloned().unwrap_or_default();
+    let first = checks.first().and_then(|check| check["sentence"].as_str()).unwrap_or_default().to_owned();
+    ensure!(
+        checks.iter().any(|check| check["sentence"] == json!(first) && check["verdict"] != json!("supported")),
+        "the refuted claim kept its citation: {checks:#?}"
+    );
+    api.stop().await;
+    Ok(())
+}
+
+/// An answer of citation marks alone is generated once more with what was wrong said;
+/// when the budget leaves no room for that call, it is skipped and recorded.
+async fn an_answer_without_prose_is_repaired_once_when_the_budget_allows(db: TestDb) -> anyhow::Result<()> {
+    let server = OpenAiServer::start().await?;
+    // Prompts free and outputs $10 per million: every call's worst case is $0.01.
+    let api = api(&db, &server, |openai| {
+        openai.input_usd_per_1m = Some(0.0);
+        openai.max_output_tokens = 1_000;
+    })
+    .await?;
+    let (space, token) = space_with_documents(&api).await?;
+    let fixed = "Bees make honey from nectar [1].";
+    server.then([Reply::answer("[1] [2] [1]"), Reply::answer(fixed)]);
+    let task =
+        create(&api, &token, &space, "How do bees make honey?", json!({ "mode": "FAST", "budgetUsd": 1.0 })).await?;
+    let row = wait_terminal(&db, &task).await?;
+    ensure_eq!(row.stage, Stage::Completed, "{:?}", row.error);
+    let seen = server.seen();
+    ensure_eq!(seen.len(), 2, "the answer and its repair");
+    let said: Vec<String> = seen[1].body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["content"].as_str().map(str::to_owned))
+        .collect();
+    ensure!(said.iter().any(|text| text == "[1] [2] [1]"), "the repair sees the answer: {said:?}");
+    ensure!(said.iter().any(|text| text.contains("holds no prose")), "the repair says what was wrong: {said:?}");
+    let read = trace(&api, &token, &task).await?;
+    ensure_eq!(read["answerTrace"]["answer"], json!(fixed));
+    let completed = event(&db, row.id, "stage:completed").await?;
+    ensure_eq!(completed.payload["generation"]["repair"]["outcome"], json!("repaired"), "{}", completed.payload);
+
+    // The first call fits in $0.01001; what it spends leaves less than the repair's $0.01.
+    server.then([Reply::answer("[1] [2] [1]")]);
+    let task = create(&api, &token, &space, "How do bees make honey?", json!({ "mode": "FAST", "budgetUsd": 0.01001 }))
+        .await?;
+    let row = wait_terminal(&db, &task).await?;
+    ensure_eq!(row.stage, Stage::Completed, "{:?}", row.error);
+    ensure_eq!(server.seen().len(), 3, "no repair call was made");
+    let completed = event(&db, row.id, "stage:completed").await?;
+    let repair = &completed.payload["generation"]["repair"];
+    ensure_eq!((&repair["outcome"], &repair["reason"]), (&json!("skipped"), &json!("budget")), "{}", completed.payload);
+    // Nothing the model wrote stated anything: the extractive answer, cited by construction.
+    let read = trace(&api, &token, &task).await?;
+    let checks = read["answerTrace"]["citationChecks"].as_array().cloned().unwrap_or_default();
+    ensure!(checks.iter().any(|check| check["verdict"] == "extractive_fallback"), "{checks:?}");
     api.stop().await;
     Ok(())
 }

@@ -97,6 +97,7 @@ async fn stale_worker_cannot_commit_after_lease_expires(db: TestDb) -> anyhow::R
         partial_results: vec![("retrieval:1".into(), json!({ "stale": true }))],
         cost_delta: worker::cost::CostDelta::reported(json!({ "usd": 1.0 })),
         payload: json!({}),
+        round: 1,
     };
     lost(
         lifecycle::checkpoint(&db.db, &notifier, &stale, &believed, LEASE_MS, step, entity::now_millis())
@@ -107,6 +108,7 @@ async fn stale_worker_cannot_commit_after_lease_expires(db: TestDb) -> anyhow::R
     let done = Completion {
         answer: "stale".into(),
         evidence: json!([]),
+        citation_checks: json!([]),
         cost_delta: worker::cost::CostDelta::none(),
         payload: json!(null),
     };
@@ -421,6 +423,7 @@ async fn every_stage_boundary_is_heard_in_another_process_as_in_this_one(db: Tes
             partial_results,
             cost_delta: worker::cost::CostDelta::none(),
             payload: json!({}),
+            round: 1,
         };
         from = lifecycle::checkpoint(&db.db, &here, &claimed.lease, &from, LEASE_MS, step, now_millis()).await?;
         let local = next(&mut heard_here).await?;
@@ -432,6 +435,7 @@ async fn every_stage_boundary_is_heard_in_another_process_as_in_this_one(db: Tes
     let done = Completion {
         answer: "Bees make honey [1].".into(),
         evidence: json!([]),
+        citation_checks: json!([]),
         cost_delta: worker::cost::CostDelta::none(),
         payload: serde_json::Value::Null,
     };

@@ -86,14 +86,29 @@ async fn a_task_runs_to_an_answer_whose_citations_point_at_its_evidence(db: Test
 
     let journal = events(&db, task.id).await?;
     let keys: Vec<_> = journal.iter().map(|e| e.idempotency_key.as_str()).collect();
+    // RESEARCH runs up to two rounds. No document holds "fence" or "use", so the first
+    // round leaves them uncovered and the second searches them, each round keyed by round.
     anyhow::ensure!(
-        keys == ["started", "stage:retrieving", "stage:analyzing", "stage:generating", "stage:completed"],
+        keys == [
+            "started",
+            "stage:retrieving",
+            "stage:analyzing",
+            "stage:retrieving:r2",
+            "stage:analyzing:r2",
+            "stage:generating",
+            "stage:completed"
+        ],
         "{keys:?}"
     );
+    let first = &journal[3].payload;
+    kfs_tests::ensure_eq!((&first["round"], &first["decision"]), (&json!(1), &json!("continue")), "{first}");
+    anyhow::ensure!(first["plan"]["sub_queries"].as_array().is_some_and(|queries| queries.contains(&json!("fence"))));
+    let last = &journal[5].payload;
+    kfs_tests::ensure_eq!((&last["round"], &last["decision"]), (&json!(2), &json!("max_rounds")), "{last}");
     assert_gapless("progress", &journal.iter().map(|e| e.sequence).collect::<Vec<_>>())?;
     let results = partials(&db, task.id).await?;
     assert_gapless("partial", &results.iter().map(|p| p.sequence).collect::<Vec<_>>())?;
-    anyhow::ensure!(results.last().is_some_and(|p| p.idempotency_key == "evidence"));
+    anyhow::ensure!(results.last().is_some_and(|p| p.idempotency_key == "evidence:r2"), "{results:?}");
     let delivery = outbox::Entity::find().filter(outbox::Column::ResearchTaskJobId.eq(task.id)).one(&db.db).await?;
     kfs_tests::ensure_eq!(delivery.map(|d| d.status), Some(OutboxStatus::Completed));
     Ok(())

@@ -32,6 +32,9 @@ pub struct Checkpoint {
     pub cost_delta: CostDelta,
     /// Details for the `stage_changed` event (what the finished stage produced).
     pub payload: Value,
+    /// The research round the next stage runs in; from round 2 on it keys the event
+    /// (`stage:retrieving:r2`), so a later round is never taken for a replay of an earlier.
+    pub round: u32,
 }
 
 /// The end of a task that produced an answer.
@@ -41,6 +44,9 @@ pub struct Completion {
     pub answer: String,
     /// The cited evidence, a JSON array in citation order.
     pub evidence: Value,
+    /// The verdicts of the answer's citation checks, a JSON array of `{sentence,
+    /// citation, verdict}` (empty when the engine checked nothing).
+    pub citation_checks: Value,
     /// What generation spent.
     pub cost_delta: CostDelta,
     /// What generation reports about itself (model, citations removed…), recorded in the
@@ -130,8 +136,12 @@ impl Boundary {
                 (payload, partials, None)
             }
             BoundaryStep::Complete(done) => {
-                let trace =
-                    TraceWrite { id: Uuid::now_v7(), answer: done.answer.clone(), evidence: done.evidence.clone() };
+                let trace = TraceWrite {
+                    id: Uuid::now_v7(),
+                    answer: done.answer.clone(),
+                    evidence: done.evidence.clone(),
+                    checks: done.citation_checks.clone(),
+                };
                 let mut payload = json!({ "from_stage": from.stage, "answer_trace_id": trace.id, "cost": cost });
                 if !done.payload.is_null() {
                     payload["generation"] = done.payload.clone();
@@ -149,7 +159,12 @@ impl Boundary {
             event: EventWrite {
                 id: Uuid::now_v7(),
                 event_type: ProgressEventType::StageChanged,
-                key: format!("stage:{}", stage.as_str()),
+                key: match &self.step {
+                    BoundaryStep::Checkpoint(step, _) if step.round > 1 => {
+                        format!("stage:{}:r{}", stage.as_str(), step.round)
+                    }
+                    _ => format!("stage:{}", stage.as_str()),
+                },
                 payload,
             },
             partials,

@@ -6,7 +6,9 @@
 //! (prompt tokens counted, plus the most it may write, at the configured prices), retried
 //! on transient failures with backoff and jitter within the task's deadline, and recorded
 //! with what its usage says it cost.
+mod answer;
 mod client;
+mod decide;
 mod prompts;
 mod tokens;
 
@@ -21,10 +23,16 @@ pub use tokens::Counter;
 use crate::config::ChatEndpoint;
 use crate::cost::CostReport;
 use crate::engine::{
-    Answer, BuiltinEngine, Composer, EngineError, NO_EVIDENCE_ANSWER, Passage, Plan, ResearchEngine, Retrieval,
-    StageContext, Staged, async_trait, limits_of, resolve_mode, split_query, sub_query_count,
+    Answer, BuiltinEngine, Composer, Decision, EngineError, NO_EVIDENCE_ANSWER, Passage, Plan, ResearchEngine,
+    Retrieval, RoundBounds, RoundsSoFar, StageContext, Staged, async_trait, limits_of, resolve_mode, split_query,
+    sub_query_count,
 };
-use crate::grounding::{self, Check, Verdict};
+
+/// What a decision prompt may hold at most, in tokens: eight excerpts of 300 characters,
+/// the searches and the instructions.
+const DECISION_PROMPT_TOKENS: i64 = 1_200;
+/// The answer prompt's instructions and question, in tokens, besides the evidence.
+const ANSWER_PROMPT_TOKENS: i64 = 400;
 
 /// The shortest and longest pause between two tries of one call (before jitter);
 /// `Retry-After` wins over both.
@@ -181,6 +189,19 @@ impl OpenAiEngine {
         ctx.calls.record(cost, detail);
     }
 
+    /// The most one call with a prompt of `prompt_tokens` could cost: the prompt plus the
+    /// most the endpoint lets it write, at the configured prices.
+    fn worst_call(&self, prompt_tokens: i64) -> i64 {
+        let endpoint = self.endpoint();
+        CostReport::at_prices(
+            prompt_tokens,
+            i64::from(endpoint.max_output_tokens),
+            endpoint.input_usd_per_1m,
+            endpoint.output_usd_per_1m,
+        )
+        .usd_nanos
+    }
+
     /// The stage's output, costing what its calls cost, with their records in the report.
     fn staged<T>(ctx: &StageContext<'_>, output: T, mut report: Value) -> Staged<T> {
         let cost = ctx.calls.total();
@@ -266,45 +287,27 @@ impl ResearchEngine for OpenAiEngine {
     }
 
     async fn generate(&self, ctx: &StageContext<'_>, evidence: &[Passage]) -> Result<Staged<Answer>, EngineError> {
-        let mut composer = Composer::new(ctx.answer, evidence.len());
         if evidence.is_empty() {
             // Nothing to cite: no call, and nothing spent.
+            let mut composer = Composer::new(ctx.answer, evidence.len());
             composer.push(NO_EVIDENCE_ANSWER);
             let composed = composer.finish();
             return Ok(Staged::new(Answer { text: composed.text, evidence: Vec::new() }, CostReport::default()));
         }
-        let model = self.model_for(ctx);
-        let request = ChatRequest {
-            model: model.clone(),
-            messages: prompts::answer_messages(ctx.job.query.trim(), evidence),
-            json: false,
-        };
-        let output = {
-            let call = Call { stage: "generating", request, composer: Some(&mut composer) };
-            self.call(ctx, call).await?
-        };
-        let composed = composer.finish();
-        let mut report = json!({ "model": model, "finish_reason": output.finish_reason });
-        if !composed.removed.is_empty() {
-            report["removed_citations"] = json!(composed.removed);
-        }
-        // Only what the evidence supports reaches the trace (`grounding`); an answer that
-        // changed arrives on `researchTaskAnswer` as a reset when the completion commits.
-        let texts: Vec<&str> = evidence
-            .iter()
-            .map(|passage| if passage.text.is_empty() { passage.snippet.as_str() } else { passage.text.as_str() })
-            .collect();
-        let (text, cited, checks) = match grounding::ground(&composed.text, &texts, &composed.cited) {
-            Some(grounded) => (grounded.text, grounded.cited, grounded.checks),
-            None => {
-                let text = crate::engine::extractive(&ctx.job.query, evidence);
-                let check =
-                    Check { sentence: composed.text.clone(), citation: None, verdict: Verdict::ExtractiveFallback };
-                (text, (0..evidence.len()).collect(), vec![check])
-            }
-        };
-        report["citation_checks"] = json!(checks);
-        let answer = Answer::cited(text, evidence, &cited);
+        let (answer, report) = self.grounded_answer(ctx, evidence).await?;
         Ok(Self::staged(ctx, answer, report))
+    }
+
+    async fn decide(&self, ctx: &StageContext<'_>, so_far: &RoundsSoFar<'_>) -> Result<Staged<Decision>, EngineError> {
+        let (decision, report) = self.model_decision(ctx, so_far).await?;
+        Ok(Self::staged(ctx, decision, report))
+    }
+
+    fn next_round_cost(&self, ctx: &StageContext<'_>, queries: usize, evidence: &[Passage]) -> i64 {
+        let bounds = RoundBounds::of(&self.builtin, ctx, queries, evidence);
+        // The round's decision reads a bounded view of the evidence; the answer reads all of it.
+        let decision_prompt = DECISION_PROMPT_TOKENS;
+        let answer_prompt = bounds.evidence_after.saturating_mul(bounds.passage_tokens) + ANSWER_PROMPT_TOKENS;
+        bounds.rerank_nanos + self.worst_call(decision_prompt) + self.worst_call(answer_prompt)
     }
 }

@@ -30,13 +30,8 @@ pub fn answer_messages(question: &str, evidence: &[Passage]) -> Vec<Message> {
                   plain prose, without a preamble.";
     let mut user = format!("Question: {question}\n\nEvidence:\n");
     for (index, passage) in evidence.iter().enumerate() {
-        let mut heading = passage.title.clone();
-        if !passage.heading_path.is_empty() {
-            heading.push_str(" — ");
-            heading.push_str(&passage.heading_path.join(" › "));
-        }
         let text = if passage.text.is_empty() { &passage.snippet } else { &passage.text };
-        user.push_str(&format!("[{}] {heading}\n{text}\n\n", index + 1));
+        user.push_str(&format!("[{}] {}\n{text}\n\n", index + 1, heading_of(passage)));
     }
     vec![Message { role: "system", content: system.to_owned() }, Message { role: "user", content: user }]
 }
@@ -45,8 +40,13 @@ pub fn answer_messages(question: &str, evidence: &[Passage]) -> Vec<Message> {
 /// without repeats (of each other or of the question). `None` when the reply holds no
 /// plan at all.
 pub fn parse_plan(reply: &str, question: &str) -> Option<Vec<String>> {
-    let value = first_json(reply)?;
-    let items = match &value {
+    query_list(&first_json(reply)?, question)
+}
+
+/// The queries a JSON value lists (an array, or an object's `sub_queries`, `subQueries` or
+/// `queries`), cleaned as [`parse_plan`] says.
+fn query_list(value: &Value, question: &str) -> Option<Vec<String>> {
+    let items = match value {
         Value::Array(items) => items.clone(),
         Value::Object(fields) => {
             let list = ["sub_queries", "subQueries", "queries"].iter().find_map(|key| fields.get(*key))?;
@@ -69,6 +69,89 @@ pub fn parse_plan(reply: &str, question: &str) -> Option<Vec<String>> {
         queries.push(text.to_owned());
     }
     Some(queries)
+}
+
+/// The most evidence a decision prompt shows, and the characters shown of each.
+const DECISION_EVIDENCE: usize = 8;
+const DECISION_EXCERPT_CHARS: usize = 300;
+
+/// The conversation that decides after a round: the question, what was searched, and a
+/// bounded view of the evidence (titles, heading paths and the start of the best passages).
+pub fn decision_messages(question: &str, evidence: &[Passage], searched: &[String], max: usize) -> Vec<Message> {
+    let system = format!(
+        "You check whether research has found enough to answer a question. Reply with a JSON object only: \
+         {{\"answered\": true}} when the evidence answers the question, otherwise {{\"answered\": false, \
+         \"queries\": [\"...\"]}} with at most {max} new short search queries for what is still missing."
+    );
+    let mut user = format!("Question: {question}\n\nSearched so far:\n");
+    for query in searched {
+        user.push_str(&format!("- {query}\n"));
+    }
+    user.push_str("\nEvidence found:\n");
+    let mut best: Vec<&Passage> = evidence.iter().collect();
+    best.sort_by(|a, b| b.score.total_cmp(&a.score));
+    for (index, passage) in best.into_iter().take(DECISION_EVIDENCE).enumerate() {
+        let text = if passage.text.is_empty() { &passage.snippet } else { &passage.text };
+        let excerpt: String = text.chars().take(DECISION_EXCERPT_CHARS).collect();
+        user.push_str(&format!("[{}] {}\n{excerpt}\n\n", index + 1, heading_of(passage)));
+    }
+    if evidence.is_empty() {
+        user.push_str("(none)\n");
+    }
+    vec![Message { role: "system", content: system }, Message { role: "user", content: user }]
+}
+
+/// What a decision reply says: answered, or the queries to search next (possibly none).
+/// `None` when the reply says neither.
+pub fn parse_decision(reply: &str, question: &str) -> Option<crate::engine::Decision> {
+    let value = first_json(reply)?;
+    if value.get("answered").and_then(Value::as_bool) == Some(true) {
+        return Some(crate::engine::Decision::Answered);
+    }
+    query_list(&value, question).map(crate::engine::Decision::Search)
+}
+
+/// The repair conversation: the answer conversation, the answer that was wrong, and what
+/// was wrong with it.
+pub fn repair_messages(question: &str, evidence: &[Passage], previous: &str, problem: &str) -> Vec<Message> {
+    let mut messages = answer_messages(question, evidence);
+    messages.push(Message { role: "assistant", content: previous.to_owned() });
+    messages.push(Message {
+        role: "user",
+        content: format!(
+            "That answer {problem}. Write the answer again: short sentences that state what the evidence says, each \
+             ending with the number of the evidence that supports it in square brackets, like [1]."
+        ),
+    });
+    messages
+}
+
+/// The verification conversation for one claim and the passage it cites.
+pub fn verify_messages(claim: &str, passage: &str) -> Vec<Message> {
+    let system = "You check facts. Reply with one word: yes or no.";
+    let user = format!("Passage:\n{passage}\n\nClaim: {claim}\n\nDoes the passage support the claim?");
+    vec![Message { role: "system", content: system.to_owned() }, Message { role: "user", content: user }]
+}
+
+/// What a verification reply says: `Some(true)` for yes, `Some(false)` for no, `None` when
+/// it says neither first (a weak model's ramble).
+pub fn parse_verdict(reply: &str) -> Option<bool> {
+    let first = reply.split(|c: char| !c.is_alphanumeric()).find(|word| !word.is_empty())?.to_lowercase();
+    match first.as_str() {
+        "yes" | "true" | "supported" => Some(true),
+        "no" | "false" | "unsupported" => Some(false),
+        _ => None,
+    }
+}
+
+/// A passage's title and heading path, as a prompt shows it.
+fn heading_of(passage: &Passage) -> String {
+    let mut heading = passage.title.clone();
+    if !passage.heading_path.is_empty() {
+        heading.push_str(" — ");
+        heading.push_str(&passage.heading_path.join(" › "));
+    }
+    heading
 }
 
 /// The first JSON object or array in `text`: all of it, or the first that parses from an
@@ -100,6 +183,21 @@ mod tests {
         assert_eq!(parse_plan(fenced, question), Some(vec!["nectar".into(), "enzymes".into()]));
         let bare = r#"Sure: ["a", "A", " ", "how do bees make honey?", "b"]"#;
         assert_eq!(parse_plan(bare, question), Some(vec!["a".into(), "b".into()]));
+    }
+
+    #[test]
+    fn decisions_and_verdicts_are_read_from_what_weak_models_write() {
+        use crate::engine::Decision;
+        let q = "How do bees make honey?";
+        assert_eq!(parse_decision(r#"Sure! {"answered": true}"#, q), Some(Decision::Answered));
+        let more = r#"```json\n{"answered": false, "queries": ["wax glands", "wax glands"]}\n```"#;
+        assert_eq!(parse_decision(more, q), Some(Decision::Search(vec!["wax glands".into()])));
+        assert_eq!(parse_decision(r#"{"answered": false, "queries": []}"#, q), Some(Decision::Search(vec![])));
+        assert_eq!(parse_decision("The evidence looks good to me.", q), None);
+        assert_eq!(parse_verdict(" Yes, it does."), Some(true));
+        assert_eq!(parse_verdict("No."), Some(false));
+        assert_eq!(parse_verdict("The passage talks about bees."), None);
+        assert_eq!(parse_verdict(""), None);
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! a crash resumes at the last committed stage with no duplicate and no gap.
 mod committer;
 mod keeper;
+mod rounds;
 mod stages;
 
 pub use committer::BoundaryCommitter;

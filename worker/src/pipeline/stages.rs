@@ -1,21 +1,22 @@
-//! What each stage runs and what its boundary commits. The next stage always comes from
-//! the one stage rule (`Stage::next_in_pipeline`); the outputs later stages need are read
-//! back from the rows earlier checkpoints committed: the plan from the `stage:retrieving`
-//! event, retrievals (`retrieval:<n>`) and evidence (`evidence`) from partial results.
-use entity::{
-    Stage, research_task_job as job, research_task_partial_result as partial, research_task_progress_event as progress,
-};
+//! What each stage runs and what its boundary commits. The next stage comes from the one
+//! stage rule (`Stage::next_in_pipeline`), except where analysis ends a round that another
+//! follows (back to retrieving). The outputs later stages need are read back from the rows
+//! earlier checkpoints committed, keyed by round (`rounds.rs`): each round's plan from its
+//! `stage:retrieving…` event, its retrievals and evidence from partial results.
+use entity::{Stage, research_task_job as job};
 use sea_orm::DatabaseConnection;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use uuid::Uuid;
 
+use super::rounds::{self, Rounds};
 use crate::answer::{AnswerSink, flush_drafts};
 use crate::cost::{CallLog, CostDelta, CostReport};
-use crate::engine::{Answer, EngineError, Passage, Plan, ResearchEngine, Retrieval, StageContext};
+use crate::engine::{
+    Answer, Decision, EngineError, Passage, ResearchEngine, Retrieval, RoundsSoFar, StageContext, limits_of,
+};
 use crate::lifecycle::{Checkpoint, Completion, Lease};
 use crate::notify::Notifier;
-use crate::store::journal;
+use crate::rounds::Outcome;
 
 /// What a stage run writes besides its checkpoint: the answer draft, fenced by the lease.
 pub(super) struct Drafts<'a> {
@@ -34,8 +35,11 @@ pub(super) struct Drafts<'a> {
 /// shadow them.
 #[derive(Default)]
 pub(super) struct Carried {
-    plan: Option<Plan>,
+    /// Where the rounds stand (the plan of the round under way among it).
+    rounds: Option<Rounds>,
+    /// The round's retrievals, for its analysis.
     retrievals: Option<Vec<Retrieval>>,
+    /// Every round's evidence, for generation.
     evidence: Option<Vec<Passage>>,
 }
 
@@ -103,30 +107,31 @@ async fn run_stage(
     let Some(next_stage) = stage.next_in_pipeline().filter(|_| stage.is_running()) else {
         return Err(EngineError::Transient(format!("no engine stage for {}", stage.as_str()).into()));
     };
-    let next = |partial_results, cost: CostReport, report: Value, mut payload: Value, carry: Carried| {
+    let next = |next_stage, round, partial_results, cost: CostReport, report: Value, mut payload: Value, carry| {
         let (cost_delta, report) = account(stage, cost, report);
         if !report.is_null() {
             payload["engine"] = report;
         }
-        StageEnd::Next(Checkpoint { next_stage, partial_results, cost_delta, payload }, carry)
+        StageEnd::Next(Checkpoint { next_stage, partial_results, cost_delta, payload, round }, carry)
     };
     match stage {
         Stage::Planning => {
             let plan = engine.plan(ctx).await?;
             let payload = json!({ "plan": plan.output });
-            let carry = Carried { plan: Some(plan.output), ..Carried::default() };
-            Ok(next(Vec::new(), plan.cost, plan.report, payload, carry))
+            let carry = Carried { rounds: Some(Rounds::first(&plan.output)), ..Carried::default() };
+            Ok(next(next_stage, 1, Vec::new(), plan.cost, plan.report, payload, carry))
         }
         Stage::Retrieving => {
-            let plan = match carried.plan {
-                Some(plan) => plan,
-                None => match load_plan(db, task.id).await? {
-                    Some(plan) => plan,
-                    // Only reachable for rows written before plans were recorded; the built-in
-                    // planner is deterministic, so recomputing gives the same plan.
-                    None => engine.plan(ctx).await?.output,
+            let rounds = match carried.rounds {
+                Some(rounds) => rounds,
+                None => match rounds::load(db, task.id).await? {
+                    (rounds, Some(_)) => rounds,
+                    // Only reachable for rows written before plans were recorded; the
+                    // built-in planner is deterministic, so recomputing gives the same plan.
+                    (_, None) => Rounds::first(&engine.plan(ctx).await?.output),
                 },
             };
+            let plan = rounds.plan();
             let found = engine.retrieve(ctx, &plan).await?;
             let partial_results = found
                 .output
@@ -135,28 +140,53 @@ async fn run_stage(
                 .map(|(index, retrieval)| {
                     let bundle =
                         json!({ "kind": "retrieval", "sub_query": retrieval.sub_query, "passages": retrieval.passages });
-                    (format!("retrieval:{}", index + 1), bundle)
+                    (rounds::retrieval_key(rounds.round, index + 1), bundle)
                 })
                 .collect();
-            let payload = json!({ "sub_queries": plan.sub_queries.len() });
-            let carry = Carried { retrievals: Some(found.output), ..Carried::default() };
-            Ok(next(partial_results, found.cost, found.report, payload, carry))
+            let payload = json!({ "round": rounds.round, "sub_queries": plan.sub_queries.len() });
+            let round = rounds.round;
+            let carry = Carried { retrievals: Some(found.output), rounds: Some(rounds), ..Carried::default() };
+            Ok(next(next_stage, round, partial_results, found.cost, found.report, payload, carry))
         }
         Stage::Analyzing => {
+            let rounds = match carried.rounds {
+                Some(rounds) => rounds,
+                None => rounds::load(db, task.id).await?.0,
+            };
             let found = match carried.retrievals {
                 Some(found) => found,
-                None => load_retrievals(db, task.id).await?,
+                None => rounds::load_retrievals(db, task.id, rounds.round).await?,
             };
-            let evidence = engine.analyze(ctx, &found).await?;
-            let bundle = json!({ "kind": "evidence", "evidence": evidence.output });
-            let payload = json!({ "evidence": evidence.output.len() });
-            let carry = Carried { evidence: Some(evidence.output), ..Carried::default() };
-            Ok(next(vec![("evidence".to_owned(), bundle)], evidence.cost, evidence.report, payload, carry))
+            let kept = engine.analyze(ctx, &rounds.without_kept(found)).await?;
+            let ended = end_round(ctx, engine, &rounds, &kept.output).await?;
+            let bundle = json!({ "kind": "evidence", "evidence": kept.output });
+            let partial_results = vec![(rounds::evidence_key(rounds.round), bundle)];
+            let mut payload = json!({
+                "evidence": kept.output.len(),
+                "round": rounds.round,
+                "queries": rounds.queries,
+                "new_evidence": kept.output.len(),
+                "decision": ended.outcome,
+            });
+            let cost = plus(kept.cost, ended.cost);
+            let report = with_decision(kept.report, ended.report);
+            if ended.outcome.goes_on() {
+                let rounds = rounds.next(ended.queries, kept.output);
+                payload["plan"] = json!(rounds.plan());
+                let round = rounds.round;
+                let carry = Carried { rounds: Some(rounds), ..Carried::default() };
+                Ok(next(Stage::Retrieving, round, partial_results, cost, report, payload, carry))
+            } else {
+                let mut evidence = rounds.evidence;
+                evidence.extend(kept.output);
+                let carry = Carried { evidence: Some(evidence), ..Carried::default() };
+                Ok(next(next_stage, 1, partial_results, cost, report, payload, carry))
+            }
         }
         Stage::Generating => {
             let evidence = match carried.evidence {
                 Some(evidence) => evidence,
-                None => load_evidence(db, task.id).await?,
+                None => rounds::load_evidence(db, task.id).await?.into_iter().flatten().collect(),
             };
             // The answer reaches the draft while it is written; the draft writer stops
             // when generation ends (its last word is the completion's).
@@ -167,16 +197,141 @@ async fn run_stage(
                     return Err(EngineError::Transient("the answer draft writer stopped".into()));
                 }
             };
-            let (cost_delta, report) = account(stage, answer.cost, answer.report);
+            // The verdicts go to the trace's own table, not the event.
+            let mut report = answer.report;
+            let checks = report.as_object_mut().and_then(|fields| fields.remove("citation_checks"));
+            let (cost_delta, report) = account(stage, answer.cost, report);
             Ok(StageEnd::Done(Completion {
                 evidence: cited(&answer.output),
                 answer: answer.output.text,
+                citation_checks: checks.unwrap_or_else(|| json!([])),
                 cost_delta,
                 payload: report,
             }))
         }
         other => Err(EngineError::Transient(format!("no engine stage for {}", other.as_str()).into())),
     }
+}
+
+/// How a round ended: why the loop goes on or stops, what the next round searches, and
+/// what deciding cost.
+struct RoundEnd {
+    outcome: Outcome,
+    queries: Vec<String>,
+    cost: CostReport,
+    report: Value,
+}
+
+/// Decides what follows round `rounds.round`, which kept `kept`: the round limit first
+/// (no decision asked), then a later round that found nothing new, then the engine's
+/// decision, then whether another round and the answer after it fit in what is left of the
+/// budget and the deadline.
+async fn end_round(
+    ctx: &StageContext<'_>,
+    engine: &dyn ResearchEngine,
+    rounds: &Rounds,
+    kept: &[Passage],
+) -> Result<RoundEnd, EngineError> {
+    let stop = |outcome| RoundEnd { outcome, queries: Vec::new(), cost: CostReport::default(), report: Value::Null };
+    if rounds.round >= crate::rounds::max_rounds(ctx.job, rounds.mode) {
+        return Ok(stop(Outcome::MaxRounds));
+    }
+    if rounds.round > 1 && kept.is_empty() {
+        return Ok(stop(Outcome::NoNewEvidence));
+    }
+    let mut evidence = rounds.evidence.clone();
+    evidence.extend(kept.iter().cloned());
+    let cap = sub_query_cap(ctx.job, rounds.mode);
+    let so_far =
+        RoundsSoFar { round: rounds.round, mode: rounds.mode, evidence: &evidence, searched: &rounds.searched, cap };
+    let decided = match engine.decide(ctx, &so_far).await {
+        Ok(decided) => decided,
+        // Deciding would eat into what the answer needs: answer from what there is.
+        Err(EngineError::OverBudget(_)) => return Ok(stop(Outcome::Budget)),
+        Err(error) => return Err(error),
+    };
+    let (outcome, queries) = match decided.output {
+        Decision::Answered => (Outcome::Answered, Vec::new()),
+        Decision::Search(proposed) => {
+            let queries = crate::rounds::next_queries(proposed, &rounds.searched, cap);
+            if queries.is_empty() {
+                (Outcome::NoNewQueries, queries)
+            } else if !fits_budget(ctx, engine, &queries, &evidence, decided.cost) {
+                (Outcome::Budget, Vec::new())
+            } else if !fits_deadline(ctx.job, rounds.round) {
+                (Outcome::Deadline, Vec::new())
+            } else {
+                (Outcome::Continue, queries)
+            }
+        }
+    };
+    Ok(RoundEnd { outcome, queries, cost: decided.cost, report: decided.report })
+}
+
+/// The most sub-queries a round may search: the mode's plan size within
+/// `limits.max_sub_queries`.
+fn sub_query_cap(task: &job::Model, mode: entity::ResearchMode) -> usize {
+    let cap = crate::engine::sub_query_count(mode).max(1);
+    match limits_of(task).max_sub_queries {
+        Some(max) => cap.min(usize::try_from(max.get()).unwrap_or(cap)),
+        None => cap,
+    }
+}
+
+/// Whether another round searching `queries` and the answer after it fit in what the
+/// budget leaves once this stage's spend (`stage_cost`, what analysing and deciding cost)
+/// is counted. Without a budget everything fits.
+fn fits_budget(
+    ctx: &StageContext<'_>,
+    engine: &dyn ResearchEngine,
+    queries: &[String],
+    evidence: &[Passage],
+    stage_cost: CostReport,
+) -> bool {
+    let Some(budget) = ctx.job.budget_usd.map(crate::cost::usd_to_nanos) else {
+        return true;
+    };
+    let left = budget - crate::cost::spent_nanos(&ctx.job.cost) - stage_cost.usd_nanos;
+    engine.next_round_cost(ctx, queries.len(), evidence) <= left
+}
+
+/// Whether another round and the answer after it fit before `limits.deadline_ms`, each
+/// expected to take as long as a round has so far (the time since the task was created,
+/// planning included, over the rounds done).
+fn fits_deadline(task: &job::Model, rounds_done: u32) -> bool {
+    let Some(deadline_ms) = limits_of(task).deadline_ms.map(|ms| ms.get()) else {
+        return true;
+    };
+    let now = entity::now_millis();
+    let per_round = (now - task.created_at).max(0) / i64::from(rounds_done.max(1));
+    now.saturating_add(per_round.saturating_mul(2)) <= task.created_at.saturating_add(deadline_ms)
+}
+
+fn plus(a: CostReport, b: CostReport) -> CostReport {
+    CostReport {
+        input_tokens: a.input_tokens + b.input_tokens,
+        output_tokens: a.output_tokens + b.output_tokens,
+        usd_nanos: a.usd_nanos + b.usd_nanos,
+    }
+}
+
+/// The analysis stage's report with the decision's under `decision` (its call records
+/// joined to the stage's, where [`account`] finds them).
+fn with_decision(analysis: Value, decision: Value) -> Value {
+    if decision.is_null() {
+        return analysis;
+    }
+    let mut report = if analysis.is_object() { analysis } else { json!({}) };
+    let mut decision = decision;
+    if let Some(calls) = decision.as_object_mut().and_then(|fields| fields.remove("calls")) {
+        let mut all = report.get("calls").and_then(Value::as_array).cloned().unwrap_or_default();
+        all.extend(calls.as_array().cloned().unwrap_or_default());
+        report["calls"] = Value::Array(all);
+    }
+    if decision.as_object().is_some_and(|fields| !fields.is_empty()) {
+        report["decision"] = decision;
+    }
+    report
 }
 
 /// The stage's cost delta, with the engine's per-call detail (`report.calls`) moved into
@@ -206,28 +361,4 @@ fn cited(answer: &Answer) -> Value {
         })
         .collect();
     Value::Array(rows)
-}
-
-/// The plan planning committed with the move to retrieving.
-async fn load_plan(db: &DatabaseConnection, task_id: Uuid) -> Result<Option<Plan>, EngineError> {
-    let event = journal::by_key::<progress::Entity, _>(db, task_id, "stage:retrieving").await?;
-    match event.and_then(|event| event.payload.get("plan").cloned()) {
-        Some(plan) => serde_json::from_value(plan).map(Some).map_err(EngineError::Stored),
-        None => Ok(None),
-    }
-}
-
-/// The retrievals committed with the move to analyzing, in sub-query order.
-async fn load_retrievals(db: &DatabaseConnection, task_id: Uuid) -> Result<Vec<Retrieval>, EngineError> {
-    let rows = journal::by_key_prefix::<partial::Entity, _>(db, task_id, "retrieval:").await?;
-    rows.into_iter().map(|row| serde_json::from_value(row.evidence_bundle).map_err(EngineError::Stored)).collect()
-}
-
-/// The evidence committed with the move to generating.
-async fn load_evidence(db: &DatabaseConnection, task_id: Uuid) -> Result<Vec<Passage>, EngineError> {
-    let row = journal::by_key::<partial::Entity, _>(db, task_id, "evidence").await?;
-    match row.and_then(|row| row.evidence_bundle.get("evidence").cloned()) {
-        Some(evidence) => serde_json::from_value(evidence).map_err(EngineError::Stored),
-        None => Ok(Vec::new()),
-    }
 }

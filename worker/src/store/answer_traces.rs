@@ -1,7 +1,7 @@
 //! Answer traces (`answer_traces`): a completed task's answer and the evidence it cites,
 //! bound to the task's subject and grant. Reads are scoped to the subject that asked;
 //! legacy rows (no subject) match no subject, so they are never returned.
-use entity::answer_trace as trace;
+use entity::{answer_trace as trace, answer_trace_citation_check as checks_row};
 use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 use uuid::Uuid;
 
@@ -84,6 +84,38 @@ pub async fn page<C: ConnectionTrait>(
 pub async fn insert<C: ConnectionTrait>(txn: &C, row: trace::Model) -> Result<trace::Model, DbErr> {
     use sea_orm::{ActiveModelTrait as _, IntoActiveModel as _};
     trace::Entity::insert(row.into_active_model().reset_all()).exec_with_returning(txn).await
+}
+
+/// Records a trace's citation checks (a JSON array); nothing when there are none.
+pub async fn insert_checks<C: ConnectionTrait>(
+    txn: &C,
+    trace_id: Uuid,
+    checks: &serde_json::Value,
+    now: i64,
+) -> Result<(), DbErr> {
+    use sea_orm::{ActiveModelTrait as _, IntoActiveModel as _};
+    if checks.as_array().is_none_or(Vec::is_empty) {
+        return Ok(());
+    }
+    let row = checks_row::Model { answer_trace_id: trace_id, checks: checks.clone(), created_at: now };
+    checks_row::Entity::insert(row.into_active_model().reset_all()).exec_without_returning(txn).await?;
+    Ok(())
+}
+
+/// The citation checks of these traces (already read through their owner's scope); a
+/// trace without a row has none.
+pub async fn checks_for<C: ConnectionTrait>(
+    conn: &C,
+    trace_ids: &[Uuid],
+) -> Result<std::collections::HashMap<Uuid, serde_json::Value>, DbErr> {
+    if trace_ids.is_empty() {
+        return Ok(std::collections::HashMap::new());
+    }
+    let rows = checks_row::Entity::find()
+        .filter(checks_row::Column::AnswerTraceId.is_in(trace_ids.iter().copied()))
+        .all(conn)
+        .await?;
+    Ok(rows.into_iter().map(|row| (row.answer_trace_id, row.checks)).collect())
 }
 
 /// The answer trace, if there is one (unscoped: for the lifecycle, after its own checks).

@@ -28,6 +28,15 @@ impl ResearchTaskProgressEvent {
     async fn stage(&self) -> GqlStage {
         self.0.stage.into()
     }
+    /// What the event reports. The `STAGE_CHANGED` event that ends a round's analysis
+    /// (to `RETRIEVING` for another round, or to `GENERATING`) carries `{ "round": n,
+    /// "queries": [the sub-queries searched in that round], "new_evidence": k, "decision":
+    /// d }`, where `d` says why the loop goes on or stops: `continue`, `answered`,
+    /// `no_new_queries` (the decision repeated earlier sub-queries or proposed none),
+    /// `no_new_evidence` (the round kept no passage earlier rounds had not),
+    /// `max_rounds`, `budget` or `deadline` (another round and the answer after it would
+    /// not fit); with `continue` it also carries the next round's `plan`. Its idempotency
+    /// key names the round from round 2 on (`stage:retrieving:r2`).
     async fn payload(&self) -> Json<Value> {
         Json(self.0.payload.clone())
     }

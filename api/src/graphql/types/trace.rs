@@ -1,12 +1,16 @@
 //! `AnswerTrace`: a final answer with the evidence it cites.
-use async_graphql::{Json, Object};
+use async_graphql::{Context, Json, Object};
 use chrono::{DateTime, Utc};
 use entity::answer_trace as trace;
 use serde_json::Value;
 use uuid::Uuid;
 
 use super::datetime;
+use crate::error::{ApiError, IntoGql as _};
+use crate::graphql::context::state;
 use crate::graphql::enums::GqlChannel;
+use crate::graphql::loaders::{ChecksOfTrace, RequestLoaders, loaded};
+use worker::store::answer_traces;
 
 /// An answer and its evidence, visible only to the subject that asked.
 pub struct AnswerTrace(pub trace::Model);
@@ -43,6 +47,26 @@ impl AnswerTrace {
     /// Traces from before passages lack the passage keys.
     async fn evidence(&self) -> Json<Value> {
         Json(self.0.evidence.clone())
+    }
+    /// Every verdict of the answer's citation check, in the order its sentences were
+    /// checked: a JSON array of `{ sentence, citation, verdict }`. `sentence` is the
+    /// sentence as the model wrote it; `citation` is the number it now cites (for
+    /// `removed_citation`, the number as written; null where no citation is concerned);
+    /// `verdict` is `supported` (the cited evidence holds at least half of the sentence's
+    /// content words), `moved` (the citation now names the evidence that does),
+    /// `removed_citation`, `removed_sentence` (nothing supports it, or it only repeated
+    /// or held citation marks), `attributed` (it had no citation and now cites its best
+    /// support) or `extractive_fallback` (nothing supported remained; the answer is the
+    /// extractive one over the same evidence). `[]` for answers from before checks.
+    async fn citation_checks(&self, ctx: &Context<'_>) -> async_graphql::Result<Json<Value>> {
+        let run = async {
+            let checks = match ctx.data_opt::<RequestLoaders>() {
+                Some(loaders) => loaders.load_one(ChecksOfTrace(self.0.id)).await.map_err(loaded)?,
+                None => answer_traces::checks_for(&state(ctx)?.db, &[self.0.id]).await?.remove(&self.0.id),
+            };
+            Ok::<_, ApiError>(Json(checks.unwrap_or_else(|| Value::Array(Vec::new()))))
+        };
+        run.await.gql()
     }
     /// The channel of the grant the answer was produced under.
     async fn access_channel(&self) -> Option<GqlChannel> {

@@ -179,7 +179,13 @@ async fn a_batch_of_boundaries_lands_each_under_its_own_fence(db: TestDb) -> any
 async fn a_completion_writes_its_trace_draft_and_closes_the_outbox(db: TestDb) -> anyhow::Result<()> {
     let (task, lease, _) = leased(&db).await?;
     let now = entity::now_millis();
-    let trace = TraceWrite { id: Uuid::now_v7(), answer: "Leases fence [1].".into(), evidence: json!([]) };
+    let checks = json!([{ "sentence": "Leases fence [1].", "citation": 1, "verdict": "supported" }]);
+    let trace = TraceWrite {
+        id: Uuid::now_v7(),
+        answer: "Leases fence [1].".into(),
+        evidence: json!([]),
+        checks: checks.clone(),
+    };
     let completion = BoundaryWrite {
         stage: Stage::Completed,
         lease_expires_at: None,
@@ -201,6 +207,8 @@ async fn a_completion_writes_its_trace_draft_and_closes_the_outbox(db: TestDb) -
         (stored.answer.as_str(), stored.subject_id.as_deref()),
         (trace.answer.as_str(), Some(task.job.subject_id.as_str()))
     );
+    let stored_checks = store::answer_traces::checks_for(&db.db, &[trace.id]).await?;
+    ensure_eq!(stored_checks.get(&trace.id), Some(&checks), "the verdicts are written with the trace");
     let draft = store::drafts::find(&db.db, lease.job_id).await?.ok_or_else(|| anyhow::anyhow!("no draft"))?;
     ensure_eq!((draft.answer.as_str(), draft.generation), (trace.answer.as_str(), 1));
     let entries = fixtures::deliveries(&db, &task.job).await?;

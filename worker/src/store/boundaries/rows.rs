@@ -62,6 +62,9 @@ pub struct TraceWrite {
     pub answer: String,
     /// The cited evidence, a JSON array in citation order.
     pub evidence: Value,
+    /// The citation checks, a JSON array (`answer_trace_citation_checks`; none written
+    /// when empty).
+    pub checks: Value,
 }
 
 /// What became of one boundary.

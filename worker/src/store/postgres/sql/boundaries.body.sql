@@ -55,6 +55,14 @@
     WHERE b."trace" IS NOT NULL
     RETURNING "research_task_id"
 ),
+"checks" AS (
+    INSERT INTO "answer_trace_citation_checks" ("answer_trace_id", "checks", "created_at")
+    SELECT CAST(b."trace" ->> 'id' AS uuid), b."trace" -> 'checks', b."now"
+    FROM "fenced" AS f
+    JOIN "input" AS b ON b."id" = f."id"
+    WHERE b."trace" IS NOT NULL AND jsonb_array_length(b."trace" -> 'checks') > 0
+    RETURNING "answer_trace_id"
+),
 "drafts" AS (
     INSERT INTO "research_task_answer_drafts" AS d
         ("research_task_job_id", "tenant_id", "generation", "answer", "char_count", "updated_at")
