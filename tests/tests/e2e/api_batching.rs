@@ -15,7 +15,7 @@ pub fn tests() -> Vec<DbTest> {
 }
 
 const NESTED: &str = "progressEvents(afterSequence: 1, first: 2) { sequence eventType } \
-    allProgress: progressEvents { sequence } partialResults(first: 1) { sequence } answerTrace { id answer }";
+    allProgress: progressEvents { sequence } partialResults(first: 1) { sequence } answerTrace { id answer citationChecks }";
 
 async fn nested_fields_of_a_list_answer_what_each_task_s_own_read_answers(db: TestDb) -> anyhow::Result<()> {
     let api: Api = api_with(&db, |settings| {
@@ -77,6 +77,12 @@ async fn nested_fields_of_a_list_answer_what_each_task_s_own_read_answers(db: Te
     ensure!(
         nodes.iter().all(|node| node["answerTrace"].is_object() == (node["stage"] == "COMPLETED")),
         "completed tasks have their traces, the paused one none: {nodes:?}"
+    );
+    ensure!(
+        nodes.iter().filter(|node| node["stage"] == "COMPLETED").all(|node| node["answerTrace"]["citationChecks"]
+            .as_array()
+            .is_some_and(|checks| !checks.is_empty() && checks.iter().all(|check| check["verdict"].is_string()))),
+        "every answer carries its citation checks: {nodes:?}"
     );
     ensure!(nodes.iter().any(|node| node["stage"] == "PAUSED"), "one task is paused");
     ensure!(

@@ -176,8 +176,10 @@ async fn a_task_plans_retrieves_and_answers_with_the_model_and_costs_exactly_its
         ensure_eq!(call.body["model"], json!(MODEL));
         ensure_eq!(call.body["stream"], json!(true));
         ensure_eq!(call.body["stream_options"]["include_usage"], json!(true));
-        ensure_eq!(call.body["max_tokens"], json!(400));
     }
+    ensure_eq!(plan_call.body["max_tokens"], json!(400));
+    ensure_eq!(answer_call.body["max_tokens"], json!(400));
+    ensure_eq!(decision_call.body["max_tokens"], json!(256), "a decision is a short JSON object");
     ensure_eq!(plan_call.body["response_format"]["type"], json!("json_object"));
 
     // The plan is the model's: the question first, then what it proposed.
@@ -777,6 +779,15 @@ async fn a_deep_task_decides_its_rounds_with_the_model_and_verifies_each_cited_c
     ensure_eq!(ends[0]["engine"]["decision"]["decider"], json!("model"));
     let calls = row.cost["stages"]["analyzing"]["calls"].as_array().cloned().unwrap_or_default();
     ensure_eq!(calls.len(), 2, "one decision per round: {}", row.cost);
+    let verifications: Vec<Seen> = server
+        .seen()
+        .into_iter()
+        .filter(|seen| seen.body["messages"][0]["content"].as_str().is_some_and(|text| text.contains("yes or no")))
+        .collect();
+    ensure!(
+        !verifications.is_empty() && verifications.iter().all(|seen| seen.body["max_tokens"] == json!(8)),
+        "a verdict is a word: {verifications:#?}"
+    );
 
     let completed = event(&db, row.id, "stage:completed").await?;
     let verification = &completed.payload["generation"]["verification"];

@@ -156,9 +156,12 @@ pub async fn vector(
         .collect())
 }
 
+/// Words that say nothing about a topic: articles, auxiliaries, pronouns, question words.
+/// They are not searched, and a claim or a question is not judged by them.
 const STOP_WORDS: &[&str] = &[
-    "a", "an", "and", "are", "as", "at", "be", "by", "do", "does", "for", "from", "how", "in", "is", "it", "of", "on",
-    "or", "that", "the", "this", "to", "was", "what", "when", "where", "which", "who", "why", "with",
+    "a", "an", "and", "are", "as", "at", "be", "by", "can", "did", "do", "does", "for", "from", "has", "have", "he",
+    "her", "his", "how", "i", "in", "is", "it", "its", "of", "on", "or", "she", "that", "the", "their", "them", "they",
+    "this", "to", "was", "we", "were", "what", "when", "where", "which", "who", "why", "with", "you",
 ];
 
 /// Lower-cased words of letters and digits, stop words dropped: safe to quote into an

@@ -17,6 +17,8 @@ use crate::grounding::{self, Check, Grounded, Verdict, Vetoes};
 
 /// The most claims one answer's verification asks about.
 const MAX_VERIFICATIONS: usize = 16;
+/// What a verdict may write: a yes or a no, and room for a weak model's first words.
+const VERDICT_MAX_TOKENS: u32 = 8;
 
 /// What became of an optional call.
 enum Optional<T> {
@@ -36,8 +38,12 @@ impl OpenAiEngine {
         let question = ctx.job.query.trim();
         let mut composer = Composer::new(ctx.answer, evidence.len());
         let started = Instant::now();
-        let request =
-            ChatRequest { model: model.clone(), messages: prompts::answer_messages(question, evidence), json: false };
+        let request = ChatRequest {
+            model: model.clone(),
+            messages: prompts::answer_messages(question, evidence),
+            json: false,
+            max_tokens: None,
+        };
         let output = self.call(ctx, Call { stage: "generating", request, composer: Some(&mut composer) }).await?;
         // How long a call like this takes: what an optional call is expected to need.
         let expected_ms = i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
@@ -97,7 +103,7 @@ impl OpenAiEngine {
             return Optional::Skipped("deadline");
         }
         let messages = prompts::repair_messages(ctx.job.query.trim(), evidence, previous, problem);
-        let request = ChatRequest { model: model.to_owned(), messages, json: false };
+        let request = ChatRequest { model: model.to_owned(), messages, json: false, max_tokens: None };
         let mut composer = Composer::new(ctx.answer, evidence.len());
         composer.restart();
         match self.call(ctx, Call { stage: "generating", request, composer: Some(&mut composer) }).await {
@@ -136,6 +142,7 @@ impl OpenAiEngine {
                 model: model.to_owned(),
                 messages: prompts::verify_messages(claim, passage),
                 json: false,
+                max_tokens: Some(VERDICT_MAX_TOKENS),
             };
             match self.call(ctx, Call { stage: "generating", request, composer: None }).await {
                 Ok(output) => {

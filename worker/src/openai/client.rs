@@ -39,6 +39,16 @@ pub struct ChatRequest {
     pub messages: Vec<Message>,
     /// Whether to ask for a JSON object (`response_format`).
     pub json: bool,
+    /// The most it may write, when less than `KFS_OPENAI_MAX_OUTPUT_TOKENS` (a yes or no,
+    /// a short JSON decision): bounds its time and its worst-case cost.
+    pub max_tokens: Option<u32>,
+}
+
+impl ChatRequest {
+    /// The most this request may write under an endpoint allowing `endpoint_max`.
+    pub fn output_limit(&self, endpoint_max: u32) -> u32 {
+        self.max_tokens.map_or(endpoint_max, |max| max.min(endpoint_max))
+    }
 }
 
 /// Token counts a server reported.
@@ -176,7 +186,7 @@ impl ChatClient {
         }
         let limit =
             if dialect.max_completion_tokens.load(Ordering::Relaxed) { "max_completion_tokens" } else { "max_tokens" };
-        body[limit] = json!(self.endpoint.max_output_tokens);
+        body[limit] = json!(request.output_limit(self.endpoint.max_output_tokens));
         if !dialect.no_temperature.load(Ordering::Relaxed) {
             body["temperature"] = json!(0);
         }

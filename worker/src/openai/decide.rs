@@ -6,6 +6,9 @@ use super::ChatRequest;
 use super::{ANSWER_PROMPT_TOKENS, Call, OpenAiEngine, prompts};
 use crate::engine::{Decision, EngineError, RoundsSoFar, StageContext, coverage_decision, estimate_tokens};
 
+/// What a decision may write: a short JSON object, with room for prose around it.
+pub(super) const DECISION_MAX_TOKENS: u32 = 256;
+
 impl OpenAiEngine {
     /// Asks whether the evidence so far answers the question, or what to search next.
     /// Refused with `OverBudget`, before anything is spent, when the call and the answer
@@ -21,7 +24,9 @@ impl OpenAiEngine {
         let prompt_tokens: i64 = messages.iter().map(|message| estimate_tokens(&message.content)).sum();
         let answer_tokens: i64 =
             so_far.evidence.iter().map(|passage| estimate_tokens(&passage.text)).sum::<i64>() + ANSWER_PROMPT_TOKENS;
-        let worst = self.worst_call(prompt_tokens).saturating_add(self.worst_call(answer_tokens));
+        let worst = self
+            .worst_call(prompt_tokens, Some(DECISION_MAX_TOKENS))
+            .saturating_add(self.worst_call(answer_tokens, None));
         if let Some(left) = ctx.budget_left_nanos()
             && worst > left
         {
@@ -30,7 +35,7 @@ impl OpenAiEngine {
                 crate::cost::nanos_to_usd(worst)
             )));
         }
-        let request = ChatRequest { model: model.clone(), messages, json: true };
+        let request = ChatRequest { model: model.clone(), messages, json: true, max_tokens: Some(DECISION_MAX_TOKENS) };
         let output = self.call(ctx, Call { stage: "analyzing", request, composer: None }).await?;
         Ok(match prompts::parse_decision(&output.content, question) {
             Some(decision) => (decision, json!({ "decider": "model", "model": model })),

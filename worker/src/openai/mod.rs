@@ -85,9 +85,10 @@ impl OpenAiEngine {
     async fn call(&self, ctx: &StageContext<'_>, mut call: Call<'_, '_>) -> Result<ChatOutput, EngineError> {
         let endpoint = self.endpoint().clone();
         let (counter, prompt_tokens) = count_prompt(&call.request).await?;
+        let output_limit = call.request.output_limit(endpoint.max_output_tokens);
         let worst = CostReport::at_prices(
             prompt_tokens,
-            i64::from(endpoint.max_output_tokens),
+            i64::from(output_limit),
             endpoint.input_usd_per_1m,
             endpoint.output_usd_per_1m,
         );
@@ -106,7 +107,7 @@ impl OpenAiEngine {
                     call.request.model,
                     crate::cost::nanos_to_usd(worst.usd_nanos),
                     prompt_tokens,
-                    endpoint.max_output_tokens,
+                    output_limit,
                     crate::cost::nanos_to_usd(left.max(0)),
                     ctx.job.budget_usd.unwrap_or_default(),
                 )));
@@ -190,16 +191,13 @@ impl OpenAiEngine {
     }
 
     /// The most one call with a prompt of `prompt_tokens` could cost: the prompt plus the
-    /// most the endpoint lets it write, at the configured prices.
-    fn worst_call(&self, prompt_tokens: i64) -> i64 {
+    /// most it may write (`max_tokens`, within the endpoint's limit), at the configured
+    /// prices.
+    fn worst_call(&self, prompt_tokens: i64, max_tokens: Option<u32>) -> i64 {
         let endpoint = self.endpoint();
-        CostReport::at_prices(
-            prompt_tokens,
-            i64::from(endpoint.max_output_tokens),
-            endpoint.input_usd_per_1m,
-            endpoint.output_usd_per_1m,
-        )
-        .usd_nanos
+        let limit = max_tokens.map_or(endpoint.max_output_tokens, |max| max.min(endpoint.max_output_tokens));
+        CostReport::at_prices(prompt_tokens, i64::from(limit), endpoint.input_usd_per_1m, endpoint.output_usd_per_1m)
+            .usd_nanos
     }
 
     /// The stage's output, costing what its calls cost, with their records in the report.
@@ -222,7 +220,7 @@ impl OpenAiEngine {
         let model = self.model_for(ctx);
         let messages = prompts::plan_messages(question, cap.saturating_sub(1).max(1));
         // JSON mode where the server has it; one without is asked in words alone.
-        let request = ChatRequest { model: model.clone(), messages, json: true };
+        let request = ChatRequest { model: model.clone(), messages, json: true, max_tokens: None };
         let output = self.call(ctx, Call { stage: "planning", request, composer: None }).await?;
         let mut sub_queries = vec![question.to_owned()];
         let report = match prompts::parse_plan(&output.content, question) {
@@ -308,6 +306,8 @@ impl ResearchEngine for OpenAiEngine {
         // The round's decision reads a bounded view of the evidence; the answer reads all of it.
         let decision_prompt = DECISION_PROMPT_TOKENS;
         let answer_prompt = bounds.evidence_after.saturating_mul(bounds.passage_tokens) + ANSWER_PROMPT_TOKENS;
-        bounds.rerank_nanos + self.worst_call(decision_prompt) + self.worst_call(answer_prompt)
+        bounds.rerank_nanos
+            + self.worst_call(decision_prompt, Some(decide::DECISION_MAX_TOKENS))
+            + self.worst_call(answer_prompt, None)
     }
 }
