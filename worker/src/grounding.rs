@@ -252,9 +252,11 @@ pub fn ground_with(text: &str, evidence: &[&str], cited: &[usize], vetoes: &Veto
     let mut said: HashSet<Vec<String>> = HashSet::new();
     for sentence in sentences(text) {
         let words = sentence.content_words();
-        // Citation marks or punctuation alone state nothing; a claim already made (a weak
-        // model repeating itself) adds nothing. Neither is shown.
-        if words.is_empty() || !said.insert(words.clone()) {
+        // Citation marks or punctuation alone state nothing, nor does a question (weak
+        // models restate the one asked); a claim already made (a weak model repeating
+        // itself) adds nothing. None is shown.
+        let asks = without_citations(&sentence.text).ends_with('?');
+        if words.is_empty() || asks || !said.insert(words.clone()) {
             changed = true;
             checks.push(Check { sentence: sentence.text.clone(), citation: None, verdict: Verdict::RemovedSentence });
             continue;
@@ -462,6 +464,14 @@ mod tests {
             verdicts(&removed),
             [(Some(1), Verdict::RemovedCitation), (None, Verdict::RemovedSentence), (Some(1), Verdict::Supported)]
         );
+    }
+
+    #[test]
+    fn a_question_states_nothing() {
+        let text = "How do bees make honey? [1] Bees make honey from nectar [1].";
+        let grounded = ground(text, &EVIDENCE, &[0]).expect("the claim stays");
+        assert_eq!(grounded.text, "Bees make honey from nectar [1].");
+        assert_eq!(verdicts(&grounded), [(None, Verdict::RemovedSentence), (Some(1), Verdict::Supported)]);
     }
 
     #[test]
