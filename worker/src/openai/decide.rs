@@ -3,11 +3,8 @@
 use serde_json::{Value, json};
 
 use super::ChatRequest;
-use super::{ANSWER_PROMPT_TOKENS, Call, OpenAiEngine, prompts};
+use super::{ANSWER_PROMPT_TOKENS, Call, DECISION_MAX_TOKENS, OpenAiEngine, prompts};
 use crate::engine::{Decision, EngineError, RoundsSoFar, StageContext, coverage_decision, estimate_tokens};
-
-/// What a decision may write: a short JSON object, with room for prose around it.
-pub(super) const DECISION_MAX_TOKENS: u32 = 256;
 
 impl OpenAiEngine {
     /// Asks whether the evidence so far answers the question, or what to search next.
@@ -20,7 +17,7 @@ impl OpenAiEngine {
     ) -> Result<(Decision, Value), EngineError> {
         let question = ctx.job.query.trim();
         let model = self.model_for(ctx);
-        let messages = prompts::decision_messages(question, so_far.evidence, so_far.searched, so_far.cap);
+        let messages = prompts::decision_messages(question, ctx.notes, so_far.evidence, so_far.searched, so_far.cap);
         let prompt_tokens: i64 = messages.iter().map(|message| estimate_tokens(&message.content)).sum();
         let answer_tokens: i64 =
             so_far.evidence.iter().map(|passage| estimate_tokens(&passage.text)).sum::<i64>() + ANSWER_PROMPT_TOKENS;
@@ -40,7 +37,7 @@ impl OpenAiEngine {
         Ok(match prompts::parse_decision(&output.content, question) {
             Some(decision) => (decision, json!({ "decider": "model", "model": model })),
             None => (
-                coverage_decision(question, so_far),
+                coverage_decision(&ctx.question_with_notes(), so_far),
                 json!({ "decider": "builtin", "model": model, "fallback": "the model's reply held no decision" }),
             ),
         })

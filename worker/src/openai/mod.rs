@@ -31,6 +31,8 @@ use crate::engine::{
 /// What a decision prompt may hold at most, in tokens: eight excerpts of 300 characters,
 /// the searches and the instructions.
 const DECISION_PROMPT_TOKENS: i64 = 1_200;
+/// What a decision may write: a short JSON object, with room for prose around it.
+const DECISION_MAX_TOKENS: u32 = 256;
 /// The answer prompt's instructions and question, in tokens, besides the evidence.
 const ANSWER_PROMPT_TOKENS: i64 = 400;
 
@@ -307,7 +309,7 @@ impl ResearchEngine for OpenAiEngine {
         let decision_prompt = DECISION_PROMPT_TOKENS;
         let answer_prompt = bounds.evidence_after.saturating_mul(bounds.passage_tokens) + ANSWER_PROMPT_TOKENS;
         bounds.rerank_nanos
-            + self.worst_call(decision_prompt, Some(decide::DECISION_MAX_TOKENS))
+            + self.worst_call(decision_prompt, Some(DECISION_MAX_TOKENS))
             + self.worst_call(answer_prompt, None)
     }
 }
