@@ -216,6 +216,9 @@ impl From<LifecycleError> for ApiError {
             // Worker-only outcomes: no API path holds a lease or commits a stage boundary.
             LifecycleError::LeaseLost => Self::internal(anyhow::anyhow!("lease lost on an API path")),
             LifecycleError::GrantDenied(_) => Self::internal(anyhow::anyhow!("a stage boundary on an API path")),
+            LifecycleError::TooManyNotes(limit) => Self::BadUserInput(format!(
+                "note: a task takes at most {limit} steering notes, and this one has {limit}"
+            )),
             LifecycleError::TenantBeingErased => {
                 Self::conflict("the tenant is being erased: nothing new is accepted for it until the erasure completes")
             }

@@ -21,6 +21,7 @@ mod m0021_trace_contexts;
 mod m0022_audit_and_deletions;
 mod m0023_tenant_erasures;
 mod m0024_citation_checks;
+mod m0025_steering_notes;
 mod raw;
 
 pub use m0019_fair_claims::UNFINISHED;
@@ -46,6 +47,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0022_audit_and_deletions::Migration),
             Box::new(m0023_tenant_erasures::Migration),
             Box::new(m0024_citation_checks::Migration),
+            Box::new(m0025_steering_notes::Migration),
         ]
     }
 }

@@ -38,9 +38,23 @@ pub struct StageContext<'a> {
     /// Engines that call a model record every call here as it completes (or breaks), so
     /// what a stage spent counts even when the stage fails.
     pub calls: &'a crate::cost::CallLog,
+    /// The steering notes added to the task, oldest first (read for analysis and
+    /// generation, which take them into account; empty for other stages).
+    pub notes: &'a [String],
 }
 
 impl StageContext<'_> {
+    /// The question with the steering notes after it: what the built-in engine covers
+    /// and answers.
+    pub fn question_with_notes(&self) -> String {
+        let mut asked = self.job.query.trim().to_owned();
+        for note in self.notes {
+            asked.push('\n');
+            asked.push_str(note.trim());
+        }
+        asked
+    }
+
     /// What the task may still spend before its budget is passed, in nanodollars; `None`
     /// without a budget.
     pub fn budget_left_nanos(&self) -> Option<i64> {
@@ -238,7 +252,7 @@ pub trait ResearchEngine: Send + Sync {
     /// answers the question or what to search next. The default is the built-in rule
     /// ([`coverage_decision`]), which needs no model.
     async fn decide(&self, ctx: &StageContext<'_>, so_far: &RoundsSoFar<'_>) -> Result<Staged<Decision>, EngineError> {
-        Ok(Staged::new(coverage_decision(&ctx.job.query, so_far), CostReport::default()))
+        Ok(Staged::new(coverage_decision(&ctx.question_with_notes(), so_far), CostReport::default()))
     }
     /// The most another round of `queries` sub-queries and the answer after it could
     /// spend, in nanodollars, given the evidence kept so far; 0 when the engine cannot say.
@@ -271,8 +285,8 @@ pub enum Decision {
     Search(Vec<String>),
 }
 
-/// The built-in rule: the question is answered when the evidence kept so far holds every
-/// content word of it (stop words aside), in its text, title or headings; otherwise the
+/// The built-in rule: the question (with its steering notes) is answered when the evidence
+/// kept so far holds every content word of it (stop words aside), in its text, title or headings; otherwise the
 /// next round searches each uncovered word.
 pub fn coverage_decision(question: &str, so_far: &RoundsSoFar<'_>) -> Decision {
     let held: HashSet<String> = so_far
@@ -424,7 +438,7 @@ impl ResearchEngine for BuiltinEngine {
     }
 
     async fn generate(&self, ctx: &StageContext<'_>, evidence: &[Passage]) -> Result<Staged<Answer>, EngineError> {
-        let (written, used, checks) = grounded_extractive(&ctx.job.query, evidence);
+        let (written, used, checks) = grounded_extractive(&ctx.question_with_notes(), evidence);
         // Through the same checks as a model's answer, streamed in one delta.
         let mut composer = Composer::new(ctx.answer, used.len());
         composer.push(&written);

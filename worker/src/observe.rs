@@ -51,7 +51,7 @@ pub type Label = (&'static str, &'static [&'static str]);
 pub const COUNTERS: &[(&str, Option<Label>)] = &[
     ("research_tasks_created_total", None),
     ("research_tasks_ended_total", Some(("stage", &["completed", "failed", "canceled"]))),
-    ("research_task_commands_total", Some(("command", &["paused", "resumed", "canceled"]))),
+    ("research_task_commands_total", Some(("command", &["paused", "resumed", "canceled", "steered"]))),
     ("research_task_retries_total", None),
     ("research_lease_rescues_total", None),
     ("research_fenced_out_total", None),

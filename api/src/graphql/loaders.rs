@@ -48,6 +48,10 @@ pub struct TraceOfTask {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ChecksOfTrace(pub Uuid);
 
+/// The steering notes of a task the caller has already been shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct NotesOfTask(pub Uuid);
+
 /// The loaders of one request.
 pub struct Loaders {
     db: DatabaseConnection,
@@ -143,5 +147,16 @@ impl Loader<ChecksOfTrace> for Loaders {
         let ids: Vec<Uuid> = keys.iter().map(|key| key.0).collect();
         let rows = answer_traces::checks_for(&self.db, &ids).await.map_err(Arc::new)?;
         Ok(rows.into_iter().map(|(id, checks)| (ChecksOfTrace(id), checks)).collect())
+    }
+}
+
+impl Loader<NotesOfTask> for Loaders {
+    type Value = Vec<entity::research_task_note::Model>;
+    type Error = Arc<DbErr>;
+
+    async fn load(&self, keys: &[NotesOfTask]) -> Result<HashMap<NotesOfTask, Self::Value>, Self::Error> {
+        let ids: Vec<Uuid> = keys.iter().map(|key| key.0).collect();
+        let mut rows = worker::store::notes::of_tasks(&self.db, &ids).await.map_err(Arc::new)?;
+        Ok(ids.into_iter().map(|id| (NotesOfTask(id), rows.remove(&id).unwrap_or_default())).collect())
     }
 }

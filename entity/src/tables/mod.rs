@@ -14,6 +14,7 @@ pub mod member;
 pub mod permission_snapshot;
 pub mod research_task_answer_draft;
 pub mod research_task_job;
+pub mod research_task_note;
 pub mod research_task_outbox;
 pub mod research_task_partial_result;
 pub mod research_task_progress_event;

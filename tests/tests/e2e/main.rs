@@ -47,6 +47,7 @@ mod research_answer;
 mod research_openai;
 mod research_rerank;
 mod research_rounds;
+mod research_steering;
 mod store;
 mod traces;
 mod webhooks;
@@ -95,6 +96,7 @@ fn main() -> ExitCode {
         research_openai::tests(),
         research_rerank::tests(),
         research_rounds::tests(),
+        research_steering::tests(),
         migration_replay::tests(),
         traces::tests(),
         webhooks::tests(),

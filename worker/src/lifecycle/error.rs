@@ -42,6 +42,9 @@ pub enum LifecycleError {
     /// task should fail with the denial's message.
     #[error("{}", .0.message())]
     GrantDenied(crate::grant::GrantDenial),
+    /// The task already holds the most steering notes it may.
+    #[error("a task takes at most {0} steering notes")]
+    TooManyNotes(u64),
     /// The tenant is being erased: nothing new is accepted for it until the erasure ends.
     #[error("the tenant is being erased; nothing new is accepted for it")]
     TenantBeingErased,

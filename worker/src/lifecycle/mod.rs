@@ -22,6 +22,7 @@ mod lease;
 mod quota;
 mod retention;
 mod seal;
+mod steer;
 
 pub use attempt::{FailOutcome, Failure, RetryPolicy, fail_attempt, release};
 pub use boundary::{
@@ -41,6 +42,7 @@ pub use lease::{Claimed, Lease, LeasePair, heartbeat, heartbeats};
 pub use quota::Quotas;
 pub use retention::{Pruned, prune};
 pub use seal::{finish_pending_erasures, finish_tenant_erasure, guard as guard_tenant, is_sealed, seal_tenant};
+pub use steer::{MAX_NOTES, steer};
 
 /// Makes a dead outbox entry pending again (an operator's redelivery), appending `audit`
 /// in the same transaction when it did; false when the entry is not dead or does not

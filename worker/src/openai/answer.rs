@@ -40,7 +40,7 @@ impl OpenAiEngine {
         let started = Instant::now();
         let request = ChatRequest {
             model: model.clone(),
-            messages: prompts::answer_messages(question, evidence),
+            messages: prompts::answer_messages(question, evidence, ctx.notes),
             json: false,
             max_tokens: None,
         };
@@ -79,7 +79,7 @@ impl OpenAiEngine {
         let (text, cited, checks) = match grounded {
             Some(Grounded { text, cited, checks, .. }) => (text, cited, checks),
             None => {
-                let text = crate::engine::extractive(question, evidence);
+                let text = crate::engine::extractive(&ctx.question_with_notes(), evidence);
                 let check =
                     Check { sentence: composed.text.clone(), citation: None, verdict: Verdict::ExtractiveFallback };
                 (text, (0..evidence.len()).collect(), vec![check])
@@ -102,7 +102,7 @@ impl OpenAiEngine {
         if !fits_deadline(ctx, expected_ms) {
             return Optional::Skipped("deadline");
         }
-        let messages = prompts::repair_messages(ctx.job.query.trim(), evidence, previous, problem);
+        let messages = prompts::repair_messages(ctx.job.query.trim(), evidence, ctx.notes, previous, problem);
         let request = ChatRequest { model: model.to_owned(), messages, json: false, max_tokens: None };
         let mut composer = Composer::new(ctx.answer, evidence.len());
         composer.restart();

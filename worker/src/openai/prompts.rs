@@ -23,12 +23,12 @@ pub fn plan_messages(question: &str, max: usize) -> Vec<Message> {
 }
 
 /// The generation conversation: the question and the numbered evidence.
-pub fn answer_messages(question: &str, evidence: &[Passage]) -> Vec<Message> {
+pub fn answer_messages(question: &str, evidence: &[Passage], notes: &[String]) -> Vec<Message> {
     let system = "You answer questions using only the numbered evidence given. After each claim, cite the evidence \
                   that supports it by its number in square brackets, like [1] or [2][3]. Cite only numbers that \
                   appear in the evidence. If the evidence does not answer the question, say so briefly. Answer in \
                   plain prose, without a preamble.";
-    let mut user = format!("Question: {question}\n\nEvidence:\n");
+    let mut user = format!("Question: {question}\n{}\nEvidence:\n", guidance(notes));
     for (index, passage) in evidence.iter().enumerate() {
         let text = if passage.text.is_empty() { &passage.snippet } else { &passage.text };
         user.push_str(&format!("[{}] {}\n{text}\n\n", index + 1, heading_of(passage)));
@@ -77,13 +77,19 @@ const DECISION_EXCERPT_CHARS: usize = 300;
 
 /// The conversation that decides after a round: the question, what was searched, and a
 /// bounded view of the evidence (titles, heading paths and the start of the best passages).
-pub fn decision_messages(question: &str, evidence: &[Passage], searched: &[String], max: usize) -> Vec<Message> {
+pub fn decision_messages(
+    question: &str,
+    notes: &[String],
+    evidence: &[Passage],
+    searched: &[String],
+    max: usize,
+) -> Vec<Message> {
     let system = format!(
         "You check whether research has found enough to answer a question. Reply with a JSON object only: \
          {{\"answered\": true}} when the evidence answers the question, otherwise {{\"answered\": false, \
          \"queries\": [\"...\"]}} with at most {max} new short search queries for what is still missing."
     );
-    let mut user = format!("Question: {question}\n\nSearched so far:\n");
+    let mut user = format!("Question: {question}\n{}\nSearched so far:\n", guidance(notes));
     for query in searched {
         user.push_str(&format!("- {query}\n"));
     }
@@ -113,8 +119,14 @@ pub fn parse_decision(reply: &str, question: &str) -> Option<crate::engine::Deci
 
 /// The repair conversation: the answer conversation, the answer that was wrong, and what
 /// was wrong with it.
-pub fn repair_messages(question: &str, evidence: &[Passage], previous: &str, problem: &str) -> Vec<Message> {
-    let mut messages = answer_messages(question, evidence);
+pub fn repair_messages(
+    question: &str,
+    evidence: &[Passage],
+    notes: &[String],
+    previous: &str,
+    problem: &str,
+) -> Vec<Message> {
+    let mut messages = answer_messages(question, evidence, notes);
     messages.push(Message { role: "assistant", content: previous.to_owned() });
     messages.push(Message {
         role: "user",
@@ -142,6 +154,19 @@ pub fn parse_verdict(reply: &str) -> Option<bool> {
         "no" | "false" | "unsupported" => Some(false),
         _ => None,
     }
+}
+
+/// The steering notes as a prompt shows them, one per line after a heading; nothing
+/// without notes.
+fn guidance(notes: &[String]) -> String {
+    if notes.is_empty() {
+        return String::new();
+    }
+    let mut text = "Guidance from the person who asked (follow it):\n".to_owned();
+    for note in notes {
+        text.push_str(&format!("- {}\n", note.trim()));
+    }
+    text
 }
 
 /// A passage's title and heading path, as a prompt shows it.

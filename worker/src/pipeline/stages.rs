@@ -73,7 +73,16 @@ pub(super) async fn run(
 ) -> Result<StageEnd, StageFailure> {
     let sink = AnswerSink::default();
     let calls = CallLog::default();
-    let ctx = StageContext { db, job: task, cancel, answer: &sink, calls: &calls };
+    // Steering notes matter to the decision after a round and to the answer.
+    let notes: Vec<String> = if matches!(task.stage, Stage::Analyzing | Stage::Generating) {
+        match crate::store::notes::of_task(db, task.id).await {
+            Ok(rows) => rows.into_iter().map(|row| row.text).collect(),
+            Err(error) => return Err(StageFailure { error: error.into(), cost_delta: CostDelta::none() }),
+        }
+    } else {
+        Vec::new()
+    };
+    let ctx = StageContext { db, job: task, cancel, answer: &sink, calls: &calls, notes: &notes };
     let stage = task.stage;
     run_stage(&ctx, engine, &sink, drafts, carried).await.map_err(|error| {
         // What the failed stage's calls spent still counts.
@@ -167,6 +176,7 @@ async fn run_stage(
                 "queries": rounds.queries,
                 "new_evidence": kept.output.len(),
                 "decision": ended.outcome,
+                "notes_applied": ctx.notes.len(),
             });
             let cost = plus(kept.cost, ended.cost);
             let report = with_decision(kept.report, ended.report);

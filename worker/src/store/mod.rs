@@ -67,6 +67,7 @@ pub mod grants;
 pub mod journal;
 pub mod locks;
 pub mod members;
+pub mod notes;
 pub mod ops;
 pub mod outbox;
 pub mod pages;

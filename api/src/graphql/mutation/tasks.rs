@@ -91,7 +91,29 @@ impl TaskMutation {
     ) -> async_graphql::Result<ResearchTask> {
         command(ctx, id, expected_row_version, Command::Resume).await.gql()
     }
+
+    /// Adds guidance to a task that is queued, running or paused: the next round's
+    /// decision and the answer take every note into account (a round's `STAGE_CHANGED`
+    /// payload says how many as `notes_applied`). `note` is 1 to 2,000 characters; a task
+    /// takes at most 8 notes (a 9th is BAD_USER_INPUT); a finished task is CONFLICT. Bumps
+    /// `rowVersion`. Who may cancel the task may steer it.
+    async fn steer_research_task(
+        &self,
+        ctx: &Context<'_>,
+        id: Uuid,
+        note: String,
+        expected_row_version: Option<i32>,
+    ) -> async_graphql::Result<ResearchTask> {
+        let run = async {
+            limits::text("note", &note, MAX_NOTE_CHARS)?;
+            command(ctx, id, expected_row_version, Command::Steer(note)).await
+        };
+        run.await.gql()
+    }
 }
+
+/// The longest steering note, in characters.
+const MAX_NOTE_CHARS: usize = 2_000;
 
 /// A task's input, checked against every limit; the grant is the caller's to add.
 struct ValidTask {
@@ -153,6 +175,7 @@ enum Command {
     Cancel,
     Pause(Option<i64>),
     Resume,
+    Steer(String),
 }
 
 /// Runs a command on a task the caller may see; a task they may not see (another
@@ -177,6 +200,7 @@ async fn command(
             lifecycle::pause(&app.db, &app.notifier, &task, resume_after, now_millis()).await
         }
         Command::Resume => lifecycle::resume(&app.db, &app.notifier, &task, now_millis()).await,
+        Command::Steer(note) => lifecycle::steer(&app.db, &app.notifier, &task, &note, now_millis()).await,
     };
     match outcome {
         Ok(updated) => Ok(ResearchTask(updated)),

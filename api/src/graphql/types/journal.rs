@@ -35,8 +35,8 @@ impl ResearchTaskProgressEvent {
     /// `no_new_queries` (the decision repeated earlier sub-queries or proposed none),
     /// `no_new_evidence` (the round kept no passage earlier rounds had not),
     /// `max_rounds`, `budget` or `deadline` (another round and the answer after it would
-    /// not fit); with `continue` it also carries the next round's `plan`. Its idempotency
-    /// key names the round from round 2 on (`stage:retrieving:r2`).
+    /// not fit), and `"notes_applied": k`, the steering notes the decision saw; with
+    /// `continue` it also carries the next round's `plan`.
     async fn payload(&self) -> Json<Value> {
         Json(self.0.payload.clone())
     }

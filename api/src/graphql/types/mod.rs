@@ -5,6 +5,7 @@ mod audit;
 mod document;
 mod inputs;
 mod journal;
+mod note;
 mod space;
 mod task;
 mod time;
@@ -20,6 +21,7 @@ pub use inputs::{
     CreateResearchTaskInput, CreateWebhookEndpointInput, UpdateKnowledgeDocumentInput,
 };
 pub use journal::{ResearchTaskAnswerDelta, ResearchTaskPartialResult, ResearchTaskProgressEvent};
+pub use note::ResearchTaskNote;
 pub use space::{KnowledgeSpace, KnowledgeSpaceMember};
 pub use task::ResearchTask;
 pub use time::datetime;

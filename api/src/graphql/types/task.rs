@@ -9,12 +9,14 @@ use serde_json::Value;
 use uuid::Uuid;
 use worker::store::journal;
 
-use super::{AnswerTrace, ResearchTaskPartialResult, ResearchTaskProgressEvent, datetime};
+use super::{AnswerTrace, ResearchTaskNote, ResearchTaskPartialResult, ResearchTaskProgressEvent, datetime};
 use crate::error::{ApiError, IntoGql};
 use crate::graphql::context::state;
 use crate::graphql::enums::{GqlChannel, GqlMode, GqlStage};
 use crate::graphql::limits::{MAX_PAGE, after_sequence, page_size};
-use crate::graphql::loaders::{JournalPage, PartialPage, ProgressPage, RequestLoaders, TraceOfTask, loaded};
+use crate::graphql::loaders::{
+    JournalPage, NotesOfTask, PartialPage, ProgressPage, RequestLoaders, TraceOfTask, loaded,
+};
 use worker::store::answer_traces;
 
 /// A research task. Only the subject that created it sees it, and only while its grant holds.
@@ -136,6 +138,18 @@ impl ResearchTask {
                 None => journal::after::<partial::Entity, _>(&state(ctx)?.db, self.0.id, after, size).await?,
             };
             Ok::<_, ApiError>(rows.into_iter().map(ResearchTaskPartialResult).collect())
+        };
+        run.await.gql()
+    }
+
+    /// Guidance added with `steerResearchTask`, oldest first (at most 8).
+    async fn steering_notes(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<ResearchTaskNote>> {
+        let run = async {
+            let notes = match ctx.data_opt::<RequestLoaders>() {
+                Some(loaders) => loaders.load_one(NotesOfTask(self.0.id)).await.map_err(loaded)?.unwrap_or_default(),
+                None => worker::store::notes::of_task(&state(ctx)?.db, self.0.id).await?,
+            };
+            Ok::<_, ApiError>(notes.into_iter().map(ResearchTaskNote).collect())
         };
         run.await.gql()
     }
