@@ -151,6 +151,10 @@ async fn every_limits_key_is_typed_and_an_unknown_key_is_refused(db: TestDb) -> 
         (json!({ "max_sub_queries": "3" }), "max_sub_queries"),
         (json!({ "max_evidence": 101 }), "max_evidence"),
         (json!({ "max_evidence": false }), "max_evidence"),
+        (json!({ "max_rounds": 0 }), "max_rounds"),
+        (json!({ "max_rounds": 9 }), "max_rounds"),
+        (json!({ "verify": "yes" }), "verify"),
+        (json!({ "verify": 1 }), "verify"),
         (json!({ "deadline": 60_000 }), "deadline"),
         (json!({ "max_sub_queries": 2, "colour": "red" }), "colour"),
     ];
@@ -169,6 +173,7 @@ async fn every_limits_key_is_typed_and_an_unknown_key_is_refused(db: TestDb) -> 
             json!({ "deadline_ms": 60_000, "max_sub_queries": 3, "max_evidence": 5 }),
         ),
         (json!({ "deadline_ms": null, "max_evidence": 1 }), json!({ "max_evidence": 1 })),
+        (json!({ "max_rounds": 8, "verify": false }), json!({ "max_rounds": 8, "verify": false })),
         (json!({}), json!({})),
     ];
     for (limits, stored) in accepted {

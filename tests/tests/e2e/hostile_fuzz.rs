@@ -217,19 +217,24 @@ fn variables(rng: &mut StdRng, ids: &[String]) -> String {
 
 /// The documented `limits` keys and their ranges: the oracle the limits mode holds the
 /// server to (written from the schema's description, not from the server's parser).
-const LIMIT_RANGES: [(&str, i64, i64); 3] =
-    [("max_sub_queries", 1, 16), ("max_evidence", 1, 100), ("deadline_ms", 1_000, 2_592_000_000)];
+const LIMIT_RANGES: [(&str, i64, i64); 4] =
+    [("max_sub_queries", 1, 16), ("max_evidence", 1, 100), ("deadline_ms", 1_000, 2_592_000_000), ("max_rounds", 1, 8)];
 
-/// A random `limits` object: documented keys, near-misses of them and others, with values
-/// at and around each range's bounds, of every JSON type, or null.
+/// The documented `limits` keys that take true or false.
+const BOOL_LIMITS: [&str; 1] = ["verify"];
+
+/// A random `limits` object: documented keys (integer and true-or-false ones), near-misses
+/// of them and others, with values at and around each range's bounds, of every JSON type,
+/// or null.
 fn limits(rng: &mut StdRng) -> Value {
     let mut object = serde_json::Map::new();
     for _ in 0..rng.random_range(0..4) {
         let (key, low, high) = *LIMIT_RANGES.choose(rng).unwrap_or(&LIMIT_RANGES[0]);
-        let key = match rng.random_range(0..8) {
+        let key = match rng.random_range(0..9) {
             0 => format!("{key}s"),
             1 => key.to_uppercase(),
-            2 => ["", "verify", "max_rounds", "deadline ms"].choose(rng).copied().unwrap_or("").to_owned(),
+            2 => ["", "verified", "max_round", "deadline ms"].choose(rng).copied().unwrap_or("").to_owned(),
+            3 => BOOL_LIMITS.choose(rng).copied().unwrap_or("verify").to_owned(),
             _ => key.to_owned(),
         };
         let value = match rng.random_range(0..10) {
@@ -254,6 +259,16 @@ fn expected_limits(limits: &Value) -> Result<Value, Vec<String>> {
     let mut stored = serde_json::Map::new();
     let mut bad = Vec::new();
     for (key, value) in limits.as_object().into_iter().flatten() {
+        if BOOL_LIMITS.contains(&key.as_str()) {
+            match value {
+                Value::Null => {}
+                Value::Bool(_) => {
+                    stored.insert(key.clone(), value.clone());
+                }
+                _ => bad.push(key.clone()),
+            }
+            continue;
+        }
         let range = LIMIT_RANGES.iter().find(|(name, _, _)| name == key);
         match (range, value) {
             (Some(_), Value::Null) => {}
