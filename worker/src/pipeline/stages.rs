@@ -73,8 +73,15 @@ pub(super) async fn run(
 ) -> Result<StageEnd, StageFailure> {
     let sink = AnswerSink::default();
     let calls = CallLog::default();
-    // Steering notes matter to the decision after a round and to the answer.
-    let notes: Vec<String> = if matches!(task.stage, Stage::Analyzing | Stage::Generating) {
+    // Steering notes matter to the decision after a round and to the answer: a round at
+    // the round limit asks no decision, so it reads none (the hot path of one-round tasks).
+    let decides = |rounds: &Rounds| rounds.round < crate::rounds::max_rounds(task, rounds.mode);
+    let needs_notes = match task.stage {
+        Stage::Generating => true,
+        Stage::Analyzing => carried.rounds.as_ref().is_none_or(decides),
+        _ => false,
+    };
+    let notes: Vec<String> = if needs_notes {
         match crate::store::notes::of_task(db, task.id).await {
             Ok(rows) => rows.into_iter().map(|row| row.text).collect(),
             Err(error) => return Err(StageFailure { error: error.into(), cost_delta: CostDelta::none() }),

@@ -35,7 +35,8 @@ impl ResearchTaskProgressEvent {
     /// `no_new_queries` (the decision repeated earlier sub-queries or proposed none),
     /// `no_new_evidence` (the round kept no passage earlier rounds had not),
     /// `max_rounds`, `budget` or `deadline` (another round and the answer after it would
-    /// not fit), and `"notes_applied": k`, the steering notes the decision saw; with
+    /// not fit), and `"notes_applied": k`, the steering notes the decision saw (0 when
+    /// no decision was asked); with
     /// `continue` it also carries the next round's `plan`.
     async fn payload(&self) -> Json<Value> {
         Json(self.0.payload.clone())
