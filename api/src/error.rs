@@ -219,6 +219,25 @@ impl From<LifecycleError> for ApiError {
             LifecycleError::TooManyNotes(limit) => Self::BadUserInput(format!(
                 "note: a task takes at most {limit} steering notes, and this one has {limit}"
             )),
+            LifecycleError::PlanTooLong { count, max } => Self::BadUserInput(format!(
+                "subQueries holds {count} sub-queries; this task's limits.max_sub_queries is {max}"
+            )),
+            LifecycleError::NotAwaiting { wanted, awaiting, current } => Self::Conflict {
+                message: match awaiting {
+                    Some(awaiting) => format!(
+                        "the task waits for {}, not for {}",
+                        awaiting.replace('_', " "),
+                        wanted.replace('_', " ")
+                    ),
+                    None => format!(
+                        "the task waits for no input (it is {}); only a task waiting for {} takes this",
+                        current.as_str(),
+                        wanted.replace('_', " ")
+                    ),
+                },
+                current_stage: Some(current),
+                row_version: None,
+            },
             LifecycleError::TenantBeingErased => {
                 Self::conflict("the tenant is being erased: nothing new is accepted for it until the erasure completes")
             }

@@ -22,6 +22,7 @@ mod m0022_audit_and_deletions;
 mod m0023_tenant_erasures;
 mod m0024_citation_checks;
 mod m0025_steering_notes;
+mod m0026_input_waits;
 mod raw;
 
 pub use m0019_fair_claims::UNFINISHED;
@@ -48,6 +49,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0023_tenant_erasures::Migration),
             Box::new(m0024_citation_checks::Migration),
             Box::new(m0025_steering_notes::Migration),
+            Box::new(m0026_input_waits::Migration),
         ]
     }
 }

@@ -9,8 +9,9 @@
 //! body that is not what was asked for. Every request is recorded ([`Seen`]) with what it was
 //! told, the usage it was billed and whether the client stayed to the end, so a test can check
 //! cost accounting and cancellation. By default ([`Reply::Auto`]) it behaves as a small,
-//! deterministic model that plans sub-queries and writes cited answers from the evidence it
-//! is given, enough for the worker's pipeline to run end to end.
+//! deterministic model that plans sub-queries, asks what an unexplained abbreviation stands
+//! for when asked whether a question is ambiguous, and writes cited answers from the
+//! evidence it is given, enough for the worker's pipeline to run end to end.
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -992,7 +993,9 @@ fn texts_of<'a>(request: &'a Value, roles: &'a [&str]) -> impl Iterator<Item = S
 /// What [`Reply::Auto`] answers `request`.
 fn auto_answer(request: &Value, delay: Duration) -> Answer {
     let first_user = texts_of(request, &["user"]).next().unwrap_or_default();
-    let content = if is_deciding(request) {
+    let content = if is_clarifying(request) {
+        clarify(&first_user)
+    } else if is_deciding(request) {
         decide(&first_user)
     } else if is_verifying(request) {
         verify(&first_user)
@@ -1014,6 +1017,24 @@ fn auto_answer(request: &Value, delay: Duration) -> Answer {
         answer.finish_reason = "length".to_owned();
     }
     answer
+}
+
+/// Whether to ask a clarifying question: the system message describes `{"ambiguous": …}`.
+fn is_clarifying(request: &Value) -> bool {
+    texts_of(request, &["system", "developer"]).any(|text| text.contains("\"ambiguous\""))
+}
+
+/// Ambiguous when the question holds an unexplained abbreviation (a word of two to five
+/// capital letters): asks what it stands for. Otherwise not ambiguous.
+fn clarify(text: &str) -> String {
+    let question = question_of(text);
+    let abbreviation = question
+        .split(|c: char| !c.is_alphanumeric())
+        .find(|word| (2..=5).contains(&word.chars().count()) && word.chars().all(|c| c.is_ascii_uppercase()));
+    match abbreviation {
+        Some(word) => json!({ "ambiguous": true, "question": format!("What does {word} stand for here?") }).to_string(),
+        None => json!({ "ambiguous": false }).to_string(),
+    }
 }
 
 /// A decision after a round: the system message describes `{"answered": …}`.

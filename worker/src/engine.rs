@@ -41,6 +41,22 @@ pub struct StageContext<'a> {
     /// The steering notes added to the task, oldest first (read for analysis and
     /// generation, which take them into account; empty for other stages).
     pub notes: &'a [String],
+    /// The clarifying question asked before planning and the person's answer, when one
+    /// was asked (read for every stage of a task that may ask).
+    pub clarification: Option<&'a Clarification>,
+    /// How long the task has waited for people so far, in milliseconds: time that does
+    /// not count against `limits.deadline_ms`.
+    pub waited_ms: i64,
+}
+
+/// A clarifying question an engine asked before planning, and what the person answered
+/// (`None`: the task was resumed, or the wait timed out, without an answer).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Clarification {
+    /// The question.
+    pub question: String,
+    /// The answer.
+    pub answer: Option<String>,
 }
 
 impl StageContext<'_> {
@@ -48,11 +64,22 @@ impl StageContext<'_> {
     /// and answers.
     pub fn question_with_notes(&self) -> String {
         let mut asked = self.job.query.trim().to_owned();
-        for note in self.notes {
+        for note in self.guidance() {
             asked.push('\n');
             asked.push_str(note.trim());
         }
         asked
+    }
+
+    /// What the person who asked added to the question, as prompts show it: the answer
+    /// to the clarifying question (when there is one), then the steering notes.
+    pub fn guidance(&self) -> Vec<String> {
+        let mut lines = Vec::with_capacity(self.notes.len() + 1);
+        if let Some(Clarification { question, answer: Some(answer) }) = self.clarification {
+            lines.push(format!("Asked \"{}\", they answered: {}", question.trim(), answer.trim()));
+        }
+        lines.extend(self.notes.iter().cloned());
+        lines
     }
 
     /// What the task may still spend before its budget is passed, in nanodollars; `None`
@@ -253,6 +280,12 @@ pub trait ResearchEngine: Send + Sync {
     /// ([`coverage_decision`]), which needs no model.
     async fn decide(&self, ctx: &StageContext<'_>, so_far: &RoundsSoFar<'_>) -> Result<Staged<Decision>, EngineError> {
         Ok(Staged::new(coverage_decision(&ctx.question_with_notes(), so_far), CostReport::default()))
+    }
+    /// Before planning, when the task allows it (`limits.clarify`): one question to ask
+    /// the person when the question is too ambiguous to research, else `None`. The
+    /// default never asks (an engine without a model cannot judge).
+    async fn clarify(&self, _ctx: &StageContext<'_>) -> Result<Staged<Option<String>>, EngineError> {
+        Ok(Staged::new(None, CostReport::default()))
     }
     /// The most another round of `queries` sub-queries and the answer after it could
     /// spend, in nanodollars, given the evidence kept so far; 0 when the engine cannot say.

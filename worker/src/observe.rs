@@ -84,7 +84,7 @@ pub fn render() -> String {
 }
 
 /// Refreshes the queue gauges: tasks by stage, the oldest queued task's age, outbox rows
-/// by status, and the pool's connections.
+/// by status, tasks waiting for a person by reason, and the pool's connections.
 pub async fn refresh_gauges(db: &DatabaseConnection, now: i64) -> Result<(), DbErr> {
     for (stage, count) in crate::store::ops::stage_counts(db).await? {
         metrics::gauge!("research_tasks", "stage" => stage.as_str()).set(count as f64);
@@ -93,6 +93,9 @@ pub async fn refresh_gauges(db: &DatabaseConnection, now: i64) -> Result<(), DbE
         .set(crate::store::ops::oldest_queued_seconds(db, now).await?);
     for (status, count) in crate::store::ops::outbox_counts(db).await? {
         metrics::gauge!("research_outbox_rows", "status" => status.to_value()).set(count as f64);
+    }
+    for (reason, count) in crate::store::ops::awaiting_counts(db).await? {
+        metrics::gauge!("research_tasks_awaiting_input", "reason" => reason).set(count as f64);
     }
     if let Some(pool) = crate::db::pool_connections(db) {
         metrics::gauge!("db_pool_connections", "state" => "open").set(f64::from(pool.0));

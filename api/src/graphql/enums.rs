@@ -17,7 +17,7 @@ pub enum GqlStage {
     Analyzing,
     /// Writing the answer.
     Generating,
-    /// Stopped by its owner.
+    /// Stopped by its owner, or waiting for a person's input (see `ResearchTask.awaiting`).
     Paused,
     /// Finished with an answer. Terminal.
     Completed,

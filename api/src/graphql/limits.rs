@@ -63,6 +63,23 @@ pub fn text(field: &str, value: &str, max: usize) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// The most sub-queries an approved plan may hold.
+pub const MAX_PLAN_QUERIES: usize = 16;
+
+/// An approved plan's sub-queries: 1 to 16, each checked like a query.
+pub fn sub_queries(queries: &[String]) -> Result<(), ApiError> {
+    if queries.is_empty() || queries.len() > MAX_PLAN_QUERIES {
+        return Err(ApiError::bad_input(format!(
+            "subQueries must hold 1 to {MAX_PLAN_QUERIES} sub-queries; it holds {}",
+            queries.len()
+        )));
+    }
+    for (index, query) in queries.iter().enumerate() {
+        text(&format!("subQueries[{index}]"), query, MAX_QUERY_CHARS)?;
+    }
+    Ok(())
+}
+
 /// Document content: not blank, at most `max_bytes` bytes of UTF-8 (`KFS_MAX_CONTENT_BYTES`).
 pub fn content(value: &str, max_bytes: usize) -> Result<(), ApiError> {
     if value.trim().is_empty() {

@@ -52,6 +52,10 @@ pub struct ChecksOfTrace(pub Uuid);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct NotesOfTask(pub Uuid);
 
+/// The input waits of a task the caller has already been shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct WaitsOfTask(pub Uuid);
+
 /// The loaders of one request.
 pub struct Loaders {
     db: DatabaseConnection,
@@ -147,6 +151,17 @@ impl Loader<ChecksOfTrace> for Loaders {
         let ids: Vec<Uuid> = keys.iter().map(|key| key.0).collect();
         let rows = answer_traces::checks_for(&self.db, &ids).await.map_err(Arc::new)?;
         Ok(rows.into_iter().map(|(id, checks)| (ChecksOfTrace(id), checks)).collect())
+    }
+}
+
+impl Loader<WaitsOfTask> for Loaders {
+    type Value = Vec<entity::research_task_wait::Model>;
+    type Error = Arc<DbErr>;
+
+    async fn load(&self, keys: &[WaitsOfTask]) -> Result<HashMap<WaitsOfTask, Self::Value>, Self::Error> {
+        let ids: Vec<Uuid> = keys.iter().map(|key| key.0).collect();
+        let mut rows = worker::store::waits::of_tasks(&self.db, &ids).await.map_err(Arc::new)?;
+        Ok(ids.into_iter().map(|id| (WaitsOfTask(id), rows.remove(&id).unwrap_or_default())).collect())
     }
 }
 

@@ -129,6 +129,24 @@ task_limits! {
     max_rounds: Bounded<1, 8> = "integer, 1 to 8; default: FAST 1, RESEARCH 2, DEEP 4, AUTO as the mode it resolves to";
     /// Whether the `openai` engine also asks the model, per cited claim, whether the cited passage supports it (budgeted; the lexical check always runs).
     verify: bool = "true or false; default: true in DEEP, false otherwise";
+    /// Whether the task pauses after planning until a person approves its plan (`approveResearchPlan`, possibly edited) or resumes it; its `PAUSED` event and `awaiting` show the plan.
+    approve_plan: bool = "true or false; default: false";
+    /// Whether the engine may ask one clarifying question before planning when it judges the question ambiguous (`answerResearchClarification`); the built-in engine never asks.
+    clarify: bool = "true or false; default: false";
+    /// How long a wait for a person lasts before the task goes on by itself (plan approval with the proposed plan, a clarification without an answer); waiting does not count against `deadline_ms`.
+    input_timeout_ms: Bounded<60_000, 604_800_000> = "integer, 60000 to 604800000 (7 days); default: 86400000 (one day)";
+}
+
+impl TaskLimits {
+    /// How long a wait for a person lasts, in milliseconds.
+    pub fn input_timeout(&self) -> i64 {
+        self.input_timeout_ms.map_or(86_400_000, Bounded::get)
+    }
+
+    /// Whether the task may wait for a person at all.
+    pub fn may_wait(&self) -> bool {
+        self.approve_plan == Some(true) || self.clarify == Some(true)
+    }
 }
 
 impl LimitsError {
@@ -206,6 +224,10 @@ mod tests {
             (json!({ "max_rounds": 9 }), "max_rounds"),
             (json!({ "verify": "yes" }), "verify"),
             (json!({ "verify": 1 }), "verify"),
+            (json!({ "approve_plan": "yes" }), "approve_plan"),
+            (json!({ "clarify": 0 }), "clarify"),
+            (json!({ "input_timeout_ms": 59_999 }), "input_timeout_ms"),
+            (json!({ "input_timeout_ms": 604_800_001 }), "input_timeout_ms"),
             (json!({ "max_sub_queries": 17 }), "max_sub_queries"),
             (json!({ "max_evidence": [] }), "max_evidence"),
             (json!({ "max_evidence": -1 }), "max_evidence"),

@@ -19,6 +19,7 @@ pub mod research_task_outbox;
 pub mod research_task_partial_result;
 pub mod research_task_progress_event;
 pub mod research_task_trace_context;
+pub mod research_task_wait;
 pub mod tenant_erasure;
 pub mod webhook_delivery;
 pub mod webhook_delivery_attempt;

@@ -155,6 +155,12 @@ async fn every_limits_key_is_typed_and_an_unknown_key_is_refused(db: TestDb) -> 
         (json!({ "max_rounds": 9 }), "max_rounds"),
         (json!({ "verify": "yes" }), "verify"),
         (json!({ "verify": 1 }), "verify"),
+        (json!({ "approve_plan": "true" }), "approve_plan"),
+        (json!({ "clarify": null, "approve_plan": 1 }), "approve_plan"),
+        (json!({ "clarify": [true] }), "clarify"),
+        (json!({ "input_timeout_ms": 59_999 }), "input_timeout_ms"),
+        (json!({ "input_timeout_ms": 604_800_001 }), "input_timeout_ms"),
+        (json!({ "input_timeout_ms": 60_000.5 }), "input_timeout_ms"),
         (json!({ "deadline": 60_000 }), "deadline"),
         (json!({ "max_sub_queries": 2, "colour": "red" }), "colour"),
     ];
@@ -174,6 +180,10 @@ async fn every_limits_key_is_typed_and_an_unknown_key_is_refused(db: TestDb) -> 
         ),
         (json!({ "deadline_ms": null, "max_evidence": 1 }), json!({ "max_evidence": 1 })),
         (json!({ "max_rounds": 8, "verify": false }), json!({ "max_rounds": 8, "verify": false })),
+        (
+            json!({ "approve_plan": false, "clarify": false, "input_timeout_ms": 60_000 }),
+            json!({ "approve_plan": false, "clarify": false, "input_timeout_ms": 60_000 }),
+        ),
         (json!({}), json!({})),
     ];
     for (limits, stored) in accepted {

@@ -217,11 +217,16 @@ fn variables(rng: &mut StdRng, ids: &[String]) -> String {
 
 /// The documented `limits` keys and their ranges: the oracle the limits mode holds the
 /// server to (written from the schema's description, not from the server's parser).
-const LIMIT_RANGES: [(&str, i64, i64); 4] =
-    [("max_sub_queries", 1, 16), ("max_evidence", 1, 100), ("deadline_ms", 1_000, 2_592_000_000), ("max_rounds", 1, 8)];
+const LIMIT_RANGES: [(&str, i64, i64); 5] = [
+    ("max_sub_queries", 1, 16),
+    ("max_evidence", 1, 100),
+    ("deadline_ms", 1_000, 2_592_000_000),
+    ("max_rounds", 1, 8),
+    ("input_timeout_ms", 60_000, 604_800_000),
+];
 
 /// The documented `limits` keys that take true or false.
-const BOOL_LIMITS: [&str; 1] = ["verify"];
+const BOOL_LIMITS: [&str; 3] = ["verify", "approve_plan", "clarify"];
 
 /// A random `limits` object: documented keys (integer and true-or-false ones), near-misses
 /// of them and others, with values at and around each range's bounds, of every JSON type,
@@ -233,7 +238,11 @@ fn limits(rng: &mut StdRng) -> Value {
         let key = match rng.random_range(0..9) {
             0 => format!("{key}s"),
             1 => key.to_uppercase(),
-            2 => ["", "verified", "max_round", "deadline ms"].choose(rng).copied().unwrap_or("").to_owned(),
+            2 => ["", "verified", "max_round", "deadline ms", "approve", "input_timeout"]
+                .choose(rng)
+                .copied()
+                .unwrap_or("")
+                .to_owned(),
             3 => BOOL_LIMITS.choose(rng).copied().unwrap_or("verify").to_owned(),
             _ => key.to_owned(),
         };

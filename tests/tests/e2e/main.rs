@@ -48,6 +48,7 @@ mod research_openai;
 mod research_rerank;
 mod research_rounds;
 mod research_steering;
+mod research_waits;
 mod store;
 mod traces;
 mod webhooks;
@@ -97,6 +98,7 @@ fn main() -> ExitCode {
         research_rerank::tests(),
         research_rounds::tests(),
         research_steering::tests(),
+        research_waits::tests(),
         migration_replay::tests(),
         traces::tests(),
         webhooks::tests(),

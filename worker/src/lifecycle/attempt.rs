@@ -58,7 +58,7 @@ impl RetryPolicy {
 
 /// Locks the job and checks it still carries this lease: the fence of a lease holder's
 /// write outside a boundary.
-async fn lock_leased<C: ConnectionTrait>(txn: &C, lease: &Lease) -> Result<job::Model, LifecycleError> {
+pub(super) async fn lock_leased<C: ConnectionTrait>(txn: &C, lease: &Lease) -> Result<job::Model, LifecycleError> {
     match store::tasks::lock(txn, lease.job_id).await? {
         Some(current) if current.lease_token == Some(lease.token) => Ok(current),
         _ => Err(LifecycleError::LeaseLost),

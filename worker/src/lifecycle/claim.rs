@@ -4,14 +4,14 @@
 //! (`store::claims`).
 use std::collections::{HashMap, HashSet, VecDeque};
 
-use entity::{LifecycleCommand, ProgressEventType, Stage, research_task_job as job};
+use entity::{ProgressEventType, Stage, research_task_job as job};
 use sea_orm::{DatabaseConnection, DatabaseTransaction};
 use serde_json::json;
 use uuid::Uuid;
 
-use super::commit::{commit, touch};
-use super::events::{self, Event};
+use super::commit::commit;
 use super::fair::{self, Caps, Fairness, Running};
+use super::wait::{Ending, end_wait, resume_locked};
 use super::{Claimed, Lease, LifecycleError};
 use crate::cost::CostDelta;
 use crate::notify::{Notifier, SIGNALS_PER_NOTIFY, TaskSignal};
@@ -277,34 +277,21 @@ fn record_claim(due: &job::Model, now: i64) {
 }
 
 /// A paused job whose `resume_after` passed goes back to the stage it left, with a new
-/// outbox entry and a `resumed` event, as an API resume would. Returns the row and whether
-/// webhooks were queued.
+/// outbox entry and a `resumed` event, as an API resume would; a job waiting for a person
+/// stops waiting (`timed_out`: plan approval goes on with the proposed plan, a
+/// clarification without an answer). Returns the row and whether webhooks were queued.
 async fn auto_resume(
     txn: &DatabaseTransaction,
     paused: job::Model,
     now: i64,
 ) -> Result<(job::Model, bool), LifecycleError> {
-    let target = paused
-        .stage
-        .apply(LifecycleCommand::Resume, paused.paused_from_stage)
-        .map_err(|refused| LifecycleError::NotAllowed { command: "resume", current: refused.current })?;
-    let mut row = paused;
-    touch(&mut row, now);
-    row.stage = target;
-    row.paused_from_stage = None;
-    row.paused_at = None;
-    row.resume_after = None;
-    row.retry_at = None;
-    let resumed = store::tasks::save(txn, row).await?;
-    let revision = store::outbox::last_revision(txn, resumed.id).await? + 1;
-    store::outbox::insert(txn, store::outbox::entry(&resumed, revision, now)).await?;
-    let payload = json!({ "from_stage": Stage::Paused, "automatic": true });
-    let event = Event {
-        event_type: ProgressEventType::Resumed,
-        stage: target,
-        key: format!("resumed:{}", resumed.row_version),
-        payload,
-    };
-    let appended = events::append(txn, &resumed, event, now).await?;
+    let mut payload = json!({ "automatic": true });
+    if let Some(open) = store::waits::open(txn, paused.id).await? {
+        let said = end_wait(txn, open, Ending { resolution: "timed_out", ..Ending::default() }, now).await?;
+        if let (Some(fields), Some(said)) = (payload.as_object_mut(), said.as_object()) {
+            fields.extend(said.clone());
+        }
+    }
+    let (resumed, appended) = resume_locked(txn, paused, payload, now).await?;
     Ok((resumed, appended.webhooks))
 }

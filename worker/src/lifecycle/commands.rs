@@ -5,27 +5,14 @@
 use entity::{LifecycleCommand, OutboxStatus, ProgressEventType, Stage, research_task_job as job};
 use sea_orm::DatabaseConnection;
 use serde_json::json;
-use uuid::Uuid;
 
 use super::LifecycleError;
 use super::commit::{clear_lease, commit, touch};
 use super::events::{self, Event};
+use super::task_ref::TaskRef;
+use super::wait::{Ending, end_wait};
 use crate::notify::{Notifier, TaskSignal};
 use crate::store::{self, begin_write};
-
-/// A task as its caller names it: only the subject that created the task, in its own
-/// tenant, may act on it; anyone else gets `NotFound`.
-#[derive(Debug, Clone)]
-pub struct TaskRef {
-    /// The task's id.
-    pub id: Uuid,
-    /// The caller's tenant.
-    pub tenant_id: String,
-    /// The caller's subject.
-    pub subject_id: String,
-    /// The row version the caller last saw, if it wants the command to be conditional.
-    pub expected_row_version: Option<i32>,
-}
 
 /// Cancels the task for good.
 pub async fn cancel(
@@ -87,6 +74,16 @@ async fn apply(
         .apply(command, current.paused_from_stage)
         .map_err(|refused| LifecycleError::NotAllowed { command: command_name(command), current: refused.current })?;
 
+    // A task waiting for a person stops waiting: resumed without the input (round 1
+    // searches the plan as proposed; no clarification), or canceled.
+    let mut said = json!({});
+    if current.stage == Stage::Paused
+        && command != LifecycleCommand::Pause
+        && let Some(open) = store::waits::open(&txn, current.id).await?
+    {
+        let resolution = if command == LifecycleCommand::Resume { "resumed" } else { "canceled" };
+        said = end_wait(&txn, open, Ending { resolution, ..Ending::default() }, now).await?;
+    }
     let mut row = current.clone();
     touch(&mut row, now);
     row.stage = target;
@@ -122,7 +119,12 @@ async fn apply(
         store::outbox::close(&txn, updated.id, OutboxStatus::Canceled, now).await?;
     }
     let key = format!("{}:{}", event_name(event_type), updated.row_version);
-    let payload = json!({ "from_stage": current.stage, "resume_after": resume_after });
+    let mut payload = json!({ "from_stage": current.stage, "resume_after": resume_after });
+    if command == LifecycleCommand::Resume
+        && let (Some(fields), Some(said)) = (payload.as_object_mut(), said.as_object())
+    {
+        fields.extend(said.clone());
+    }
     let appended = events::append(&txn, &updated, Event { event_type, stage: target, key, payload }, now).await?;
     let signal = match command {
         LifecycleCommand::Resume => TaskSignal::work(updated.id),

@@ -45,6 +45,24 @@ pub enum LifecycleError {
     /// The task already holds the most steering notes it may.
     #[error("a task takes at most {0} steering notes")]
     TooManyNotes(u64),
+    /// An approved plan holds more sub-queries than the task's `limits.max_sub_queries`.
+    #[error("the plan holds {count} sub-queries; the task's limits.max_sub_queries is {max}")]
+    PlanTooLong {
+        /// How many the plan holds.
+        count: usize,
+        /// The task's limit.
+        max: i64,
+    },
+    /// The task does not wait for the input given (a plan approval, a clarification).
+    #[error("the task does not wait for {wanted}")]
+    NotAwaiting {
+        /// What the caller answered.
+        wanted: &'static str,
+        /// What the task waits for instead, if anything.
+        awaiting: Option<&'static str>,
+        /// The task's stage.
+        current: Stage,
+    },
     /// The tenant is being erased: nothing new is accepted for it until the erasure ends.
     #[error("the tenant is being erased; nothing new is accepted for it")]
     TenantBeingErased,

@@ -23,13 +23,15 @@ mod quota;
 mod retention;
 mod seal;
 mod steer;
+mod task_ref;
+mod wait;
 
 pub use attempt::{FailOutcome, Failure, RetryPolicy, fail_attempt, release};
 pub use boundary::{
     Boundary, BoundaryStep, Checkpoint, Committed, Completion, checkpoint, commit_boundaries, commit_boundary, complete,
 };
 pub use claim::{Claim, claim_due, claim_fairly};
-pub use commands::{TaskRef, cancel, pause, resume};
+pub use commands::{cancel, pause, resume};
 pub use create::{Created, NewTask, create};
 pub use draft::write_answer_draft;
 pub use erase::{
@@ -43,6 +45,8 @@ pub use quota::Quotas;
 pub use retention::{Pruned, prune};
 pub use seal::{finish_pending_erasures, finish_tenant_erasure, guard as guard_tenant, is_sealed, seal_tenant};
 pub use steer::{MAX_NOTES, steer};
+pub use task_ref::TaskRef;
+pub use wait::{InputRequest, answer_clarification, approve_plan, await_input, awaiting, plan_queries};
 
 /// Makes a dead outbox entry pending again (an operator's redelivery), appending `audit`
 /// in the same transaction when it did; false when the entry is not dead or does not

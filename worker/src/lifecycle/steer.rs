@@ -6,8 +6,8 @@ use sea_orm::DatabaseConnection;
 use uuid::Uuid;
 
 use super::LifecycleError;
-use super::commands::TaskRef;
 use super::commit::{commit, touch};
+use super::task_ref::TaskRef;
 use crate::notify::{Notifier, TaskSignal};
 use crate::store::{self, begin_write};
 

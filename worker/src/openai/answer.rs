@@ -40,7 +40,7 @@ impl OpenAiEngine {
         let started = Instant::now();
         let request = ChatRequest {
             model: model.clone(),
-            messages: prompts::answer_messages(question, evidence, ctx.notes),
+            messages: prompts::answer_messages(question, evidence, &ctx.guidance()),
             json: false,
             max_tokens: None,
         };
@@ -102,7 +102,7 @@ impl OpenAiEngine {
         if !fits_deadline(ctx, expected_ms) {
             return Optional::Skipped("deadline");
         }
-        let messages = prompts::repair_messages(ctx.job.query.trim(), evidence, ctx.notes, previous, problem);
+        let messages = prompts::repair_messages(ctx.job.query.trim(), evidence, &ctx.guidance(), previous, problem);
         let request = ChatRequest { model: model.to_owned(), messages, json: false, max_tokens: None };
         let mut composer = Composer::new(ctx.answer, evidence.len());
         composer.restart();

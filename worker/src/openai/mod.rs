@@ -7,6 +7,7 @@
 //! on transient failures with backoff and jitter within the task's deadline, and recorded
 //! with what its usage says it cost.
 mod answer;
+mod clarify;
 mod client;
 mod decide;
 mod prompts;
@@ -23,9 +24,9 @@ pub use tokens::Counter;
 use crate::config::ChatEndpoint;
 use crate::cost::CostReport;
 use crate::engine::{
-    Answer, BuiltinEngine, Composer, Decision, EngineError, NO_EVIDENCE_ANSWER, Passage, Plan, ResearchEngine,
-    Retrieval, RoundBounds, RoundsSoFar, StageContext, Staged, async_trait, limits_of, resolve_mode, split_query,
-    sub_query_count,
+    Answer, BuiltinEngine, Clarification, Composer, Decision, EngineError, NO_EVIDENCE_ANSWER, Passage, Plan,
+    ResearchEngine, Retrieval, RoundBounds, RoundsSoFar, StageContext, Staged, async_trait, limits_of, resolve_mode,
+    split_query, sub_query_count,
 };
 
 /// What a decision prompt may hold at most, in tokens: eight excerpts of 300 characters,
@@ -220,7 +221,7 @@ impl OpenAiEngine {
     ) -> Result<(Plan, Value), EngineError> {
         let question = ctx.job.query.trim();
         let model = self.model_for(ctx);
-        let messages = prompts::plan_messages(question, cap.saturating_sub(1).max(1));
+        let messages = prompts::plan_messages(question, &ctx.guidance(), cap.saturating_sub(1).max(1));
         // JSON mode where the server has it; one without is asked in words alone.
         let request = ChatRequest { model: model.clone(), messages, json: true, max_tokens: None };
         let output = self.call(ctx, Call { stage: "planning", request, composer: None }).await?;
@@ -268,7 +269,12 @@ impl ResearchEngine for OpenAiEngine {
         }
         if cap <= 1 {
             // One query is the question itself: nothing for a model to plan.
-            let plan = Plan { mode, sub_queries: vec![ctx.job.query.trim().to_owned()] };
+            let mut query = ctx.job.query.trim().to_owned();
+            // A clarification's answer narrows what the one query searches.
+            if let Some(Clarification { answer: Some(answer), .. }) = ctx.clarification {
+                query = format!("{query} {}", answer.trim());
+            }
+            let plan = Plan { mode, sub_queries: vec![query] };
             return Ok(Self::staged(ctx, plan, json!({ "planner": "question" })));
         }
         let (plan, report) = self.model_plan(ctx, mode, cap).await?;
@@ -296,6 +302,12 @@ impl ResearchEngine for OpenAiEngine {
         }
         let (answer, report) = self.grounded_answer(ctx, evidence).await?;
         Ok(Self::staged(ctx, answer, report))
+    }
+
+    async fn clarify(&self, ctx: &StageContext<'_>) -> Result<Staged<Option<String>>, EngineError> {
+        // Its call stays in the stage's log: the plan after it, or the wait, accounts it.
+        let (asked, report) = self.model_clarification(ctx).await?;
+        Ok(Staged { output: asked, cost: CostReport::default(), report })
     }
 
     async fn decide(&self, ctx: &StageContext<'_>, so_far: &RoundsSoFar<'_>) -> Result<Staged<Decision>, EngineError> {

@@ -10,7 +10,7 @@ use crate::engine::Passage;
 const MAX_SUB_QUERY_CHARS: usize = 500;
 
 /// The planning conversation for a question and the most sub-queries wanted.
-pub fn plan_messages(question: &str, max: usize) -> Vec<Message> {
+pub fn plan_messages(question: &str, notes: &[String], max: usize) -> Vec<Message> {
     let system = format!(
         "You plan research over a collection of documents. Break the user's question into at most {max} short, \
          self-contained search queries that together cover everything it asks. Reply with a JSON object only, \
@@ -18,7 +18,7 @@ pub fn plan_messages(question: &str, max: usize) -> Vec<Message> {
     );
     vec![
         Message { role: "system", content: system },
-        Message { role: "user", content: format!("Question: {question}") },
+        Message { role: "user", content: format!("Question: {question}\n{}", guidance(notes)).trim_end().to_owned() },
     ]
 }
 
@@ -156,6 +156,37 @@ pub fn parse_verdict(reply: &str) -> Option<bool> {
     }
 }
 
+/// The longest clarifying question kept, in characters.
+const MAX_CLARIFYING_CHARS: usize = 500;
+
+/// The conversation that asks whether a question is too ambiguous to research.
+pub fn clarify_messages(question: &str) -> Vec<Message> {
+    let system = "You decide whether a research question can be researched as asked. Only when it is so ambiguous \
+                  that researching it would likely answer the wrong question (an unexplained abbreviation, a name \
+                  that means several different things, a missing subject), ask the person one short clarifying \
+                  question. Reply with a JSON object only: {\"ambiguous\": false} or {\"ambiguous\": true, \
+                  \"question\": \"...\"}.";
+    vec![
+        Message { role: "system", content: system.to_owned() },
+        Message { role: "user", content: format!("Question: {question}") },
+    ]
+}
+
+/// The clarifying question a reply asks, if it asks one: `{"ambiguous": true, "question":
+/// "…"}` (prose or code fences around it tolerated). A reply that says nothing usable asks
+/// nothing: a person is interrupted only when the model clearly asks.
+pub fn parse_clarification(reply: &str) -> Option<String> {
+    let value = first_json(reply)?;
+    if value.get("ambiguous").and_then(Value::as_bool) != Some(true) {
+        return None;
+    }
+    let question = value.get("question")?.as_str()?.trim();
+    if question.is_empty() || question.chars().count() > MAX_CLARIFYING_CHARS {
+        return None;
+    }
+    Some(question.to_owned())
+}
+
 /// The steering notes as a prompt shows them, one per line after a heading; nothing
 /// without notes.
 fn guidance(notes: &[String]) -> String {
@@ -197,6 +228,24 @@ fn first_json(text: &str) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_clarifying_question_is_asked_only_when_the_reply_clearly_asks_one() {
+        let asked = "Sure:\n```json\n{\"ambiguous\": true, \"question\": \" Which Python? \"}\n```";
+        assert_eq!(parse_clarification(asked).as_deref(), Some("Which Python?"));
+        for reply in [
+            "{\"ambiguous\": false, \"question\": \"Which one?\"}",
+            "{\"ambiguous\": true}",
+            "{\"ambiguous\": true, \"question\": \"  \"}",
+            "{\"ambiguous\": \"yes\", \"question\": \"Which one?\"}",
+            "Which Python do you mean?",
+            "",
+        ] {
+            assert_eq!(parse_clarification(reply), None, "{reply}");
+        }
+        let long = format!("{{\"ambiguous\": true, \"question\": \"{}?\"}}", "a".repeat(600));
+        assert_eq!(parse_clarification(&long), None, "a question is short");
+    }
 
     #[test]
     fn plans_are_read_from_json_with_or_without_prose_around_it() {

@@ -6,6 +6,7 @@
 //! back from what the checkpoints committed when a run resumes mid-way, so a re-run after
 //! a crash resumes at the last committed stage with no duplicate and no gap.
 mod committer;
+mod human;
 mod keeper;
 mod rounds;
 mod stages;
@@ -75,6 +76,8 @@ pub enum RunOutcome {
     LeaseLost,
     /// The worker is stopping and gave the lease back.
     Released,
+    /// The task waits for a person (plan approval, a clarification) and holds no lease.
+    AwaitingInput,
 }
 
 /// What became of a stage run under the heartbeat.
@@ -121,6 +124,7 @@ impl Pipeline {
         if let Some(denial) = claimed.grant {
             return self.denied(&lease, denial, CostDelta::none()).await;
         }
+        let human = human::Human::load(&self.db, &task, self.clock.now()).await?;
         loop {
             tracing::Span::current().record("stage", task.stage.as_str());
             if !task.stage.is_running() {
@@ -132,7 +136,7 @@ impl Pipeline {
                 return self.release(&lease).await;
             }
             if let Some(deadline) = limits_of(&task).deadline_ms.map(|deadline| deadline.get())
-                && self.clock.now() - task.created_at > deadline
+                && self.clock.now() - task.created_at - human.waited_ms > deadline
             {
                 let message = format!("limit exceeded: limits.deadline_ms {deadline} passed");
                 return self.fail(&lease, message, false, CostDelta::none()).await;
@@ -150,6 +154,7 @@ impl Pipeline {
                 cancel.clone(),
                 drafts,
                 std::mem::take(&mut carried),
+                &human,
             );
             let started = std::time::Instant::now();
             let guarded = self.guarded(&lease, &stop.abort, &cancel, work).await;
@@ -176,6 +181,7 @@ impl Pipeline {
                     BoundaryStep::Checkpoint(step, self.settings.lease_ms)
                 }
                 StageEnd::Done(done) => BoundaryStep::Complete(done),
+                StageEnd::Await(request, spent) => return self.await_input(&lease, request, spent).await,
             };
             let now = self.clock.now();
             let boundary = Boundary { lease: lease.clone(), from: task, step, now, span: tracing::Span::current() };
@@ -248,6 +254,20 @@ impl Pipeline {
     ) -> Result<RunOutcome, LifecycleError> {
         metrics::counter!("research_grant_denials_total", "reason" => denial.label()).increment(1);
         self.fail(lease, denial.message().to_owned(), false, spent).await
+    }
+
+    /// Pauses the task until a person answers `request`; the lease goes with it.
+    async fn await_input(
+        &self,
+        lease: &Lease,
+        request: lifecycle::InputRequest,
+        spent: CostDelta,
+    ) -> Result<RunOutcome, LifecycleError> {
+        match lifecycle::await_input(&self.db, &self.notifier, lease, request, &spent, self.clock.now()).await {
+            Ok(_) => Ok(RunOutcome::AwaitingInput),
+            Err(LifecycleError::LeaseLost) => Ok(RunOutcome::LeaseLost),
+            Err(error) => Err(error),
+        }
     }
 
     async fn release(&self, lease: &Lease) -> Result<RunOutcome, LifecycleError> {

@@ -104,12 +104,28 @@ pub(super) async fn load(db: &DatabaseConnection, task_id: Uuid) -> Result<(Roun
             plans.push((at, serde_json::from_value(plan).map_err(EngineError::Stored)?));
         }
     }
+    if !plans.iter().any(|(at, _)| *at == 1)
+        && let Some(approved) = approved_plan(db, task_id).await?
+    {
+        plans.push((1, approved));
+    }
     let current = plans.iter().find(|(at, _)| *at == round).map(|(_, plan)| plan.clone());
     let mode = plans.iter().find(|(at, _)| *at == 1).map_or(ResearchMode::Fast, |(_, plan)| plan.mode);
     let searched = plans.iter().filter(|(at, _)| *at <= round).flat_map(|(_, plan)| plan.sub_queries.clone()).collect();
     let queries = current.as_ref().map(|plan| plan.sub_queries.clone()).unwrap_or_default();
     let rounds = Rounds { round, mode, queries, searched, evidence: evidence.into_iter().flatten().collect() };
     Ok((rounds, current))
+}
+
+/// Round 1's plan of a task whose plan was put to a person: planning ended in the wait,
+/// not in a `stage:retrieving` event, and the wait's end recorded what round 1 searches.
+async fn approved_plan(db: &DatabaseConnection, task_id: Uuid) -> Result<Option<Plan>, EngineError> {
+    let waits = crate::store::waits::of_task(db, task_id).await?;
+    let approved = waits
+        .into_iter()
+        .filter(|wait| wait.reason == entity::research_task_wait::PLAN_APPROVAL)
+        .find_map(|wait| wait.approved_plan);
+    approved.map(|plan| serde_json::from_value(plan).map_err(EngineError::Stored)).transpose()
 }
 
 /// Every round's evidence bundle, in round order.

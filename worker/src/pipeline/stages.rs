@@ -8,13 +8,14 @@ use sea_orm::DatabaseConnection;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::human::Human;
 use super::rounds::{self, Rounds};
 use crate::answer::{AnswerSink, flush_drafts};
 use crate::cost::{CallLog, CostDelta, CostReport};
 use crate::engine::{
-    Answer, Decision, EngineError, Passage, ResearchEngine, Retrieval, RoundsSoFar, StageContext, limits_of,
+    Answer, Decision, EngineError, Passage, ResearchEngine, Retrieval, RoundsSoFar, StageContext, Staged, limits_of,
 };
-use crate::lifecycle::{Checkpoint, Completion, Lease};
+use crate::lifecycle::{Checkpoint, Completion, InputRequest, Lease};
 use crate::notify::Notifier;
 use crate::rounds::Outcome;
 
@@ -50,6 +51,8 @@ pub(super) enum StageEnd {
     Next(Checkpoint, Carried),
     /// The task is done.
     Done(Completion),
+    /// The task waits for a person; what the stage spent until it asked.
+    Await(InputRequest, CostDelta),
 }
 
 impl StageEnd {
@@ -58,6 +61,7 @@ impl StageEnd {
         match self {
             Self::Next(step, _) => &step.cost_delta,
             Self::Done(done) => &done.cost_delta,
+            Self::Await(_, spent) => spent,
         }
     }
 }
@@ -70,6 +74,7 @@ pub(super) async fn run(
     cancel: CancellationToken,
     drafts: Drafts<'_>,
     carried: Carried,
+    human: &Human,
 ) -> Result<StageEnd, StageFailure> {
     let sink = AnswerSink::default();
     let calls = CallLog::default();
@@ -89,9 +94,18 @@ pub(super) async fn run(
     } else {
         Vec::new()
     };
-    let ctx = StageContext { db, job: task, cancel, answer: &sink, calls: &calls, notes: &notes };
+    let ctx = StageContext {
+        db,
+        job: task,
+        cancel,
+        answer: &sink,
+        calls: &calls,
+        notes: &notes,
+        clarification: human.clarification.as_ref(),
+        waited_ms: human.waited_ms,
+    };
     let stage = task.stage;
-    run_stage(&ctx, engine, &sink, drafts, carried).await.map_err(|error| {
+    run_stage(&ctx, engine, &sink, drafts, carried, human).await.map_err(|error| {
         // What the failed stage's calls spent still counts.
         let cost_delta =
             if calls.is_empty() { CostDelta::none() } else { account(stage, calls.total(), calls_report(&calls)).0 };
@@ -117,6 +131,7 @@ async fn run_stage(
     sink: &AnswerSink,
     drafts: Drafts<'_>,
     carried: Carried,
+    human: &Human,
 ) -> Result<StageEnd, EngineError> {
     let (db, task) = (ctx.db, ctx.job);
     let stage = task.stage;
@@ -132,7 +147,25 @@ async fn run_stage(
     };
     match stage {
         Stage::Planning => {
-            let plan = engine.plan(ctx).await?;
+            let limits = limits_of(task);
+            // One clarifying question at most, before the plan, when the task allows it.
+            let mut asked = Staged::new(None, CostReport::default());
+            if limits.clarify == Some(true) && human.clarification.is_none() {
+                asked = engine.clarify(ctx).await?;
+                if let Some(question) = asked.output.take() {
+                    let spent = waiting_cost(ctx, asked.cost, asked.report);
+                    return Ok(StageEnd::Await(InputRequest::Clarification { question }, spent));
+                }
+            }
+            let mut plan = engine.plan(ctx).await?;
+            plan.cost = plus(asked.cost, plan.cost);
+            if !asked.report.is_null() {
+                plan.report = with_part(plan.report, "clarification", asked.report);
+            }
+            if limits.approve_plan == Some(true) && !human.plan_reviewed {
+                let request = InputRequest::PlanApproval { plan: json!(plan.output) };
+                return Ok(StageEnd::Await(request, account(stage, plan.cost, plan.report).0));
+            }
             let payload = json!({ "plan": plan.output });
             let carry = Carried { rounds: Some(Rounds::first(&plan.output)), ..Carried::default() };
             Ok(next(next_stage, 1, Vec::new(), plan.cost, plan.report, payload, carry))
@@ -275,7 +308,7 @@ async fn end_round(
                 (Outcome::NoNewQueries, queries)
             } else if !fits_budget(ctx, engine, &queries, &evidence, decided.cost) {
                 (Outcome::Budget, Vec::new())
-            } else if !fits_deadline(ctx.job, rounds.round) {
+            } else if !fits_deadline(ctx.job, ctx.waited_ms, rounds.round) {
                 (Outcome::Deadline, Vec::new())
             } else {
                 (Outcome::Continue, queries)
@@ -315,13 +348,15 @@ fn fits_budget(
 /// Whether another round and the answer after it fit before `limits.deadline_ms`, each
 /// expected to take as long as a round has so far (the time since the task was created,
 /// planning included, over the rounds done).
-fn fits_deadline(task: &job::Model, rounds_done: u32) -> bool {
+fn fits_deadline(task: &job::Model, waited_ms: i64, rounds_done: u32) -> bool {
     let Some(deadline_ms) = limits_of(task).deadline_ms.map(|ms| ms.get()) else {
         return true;
     };
+    // Time spent waiting for people counts as if the task had been created that much later.
+    let start = task.created_at.saturating_add(waited_ms);
     let now = entity::now_millis();
-    let per_round = (now - task.created_at).max(0) / i64::from(rounds_done.max(1));
-    now.saturating_add(per_round.saturating_mul(2)) <= task.created_at.saturating_add(deadline_ms)
+    let per_round = (now - start).max(0) / i64::from(rounds_done.max(1));
+    now.saturating_add(per_round.saturating_mul(2)) <= start.saturating_add(deadline_ms)
 }
 
 fn plus(a: CostReport, b: CostReport) -> CostReport {
@@ -330,6 +365,23 @@ fn plus(a: CostReport, b: CostReport) -> CostReport {
         output_tokens: a.output_tokens + b.output_tokens,
         usd_nanos: a.usd_nanos + b.usd_nanos,
     }
+}
+
+/// What a stage that stops to wait for a person spent: its calls as the log recorded them
+/// (an engine that calls a model leaves its cost there), else what the engine reported.
+fn waiting_cost(ctx: &StageContext<'_>, cost: CostReport, report: Value) -> CostDelta {
+    if ctx.calls.is_empty() {
+        account(ctx.job.stage, cost, report).0
+    } else {
+        account(ctx.job.stage, ctx.calls.total(), calls_report(ctx.calls)).0
+    }
+}
+
+/// `report` with `part` under `key` (an object made when `report` is not one).
+fn with_part(report: Value, key: &str, part: Value) -> Value {
+    let mut report = if report.is_object() { report } else { json!({}) };
+    report[key] = part;
+    report
 }
 
 /// The analysis stage's report with the decision's under `decision` (its call records

@@ -80,6 +80,7 @@ pub mod spaces;
 pub(crate) mod sqlite;
 pub mod tasks;
 pub mod trace_contexts;
+pub mod waits;
 pub mod webhooks;
 
 pub use dialect::Dialect;

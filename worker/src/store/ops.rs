@@ -30,6 +30,8 @@ pub struct Snapshot {
     pub dead_outbox: Vec<DeadRow>,
     /// The tenants with the most unfinished tasks.
     pub tenants: Vec<Tenant>,
+    /// Tasks waiting for a person, by what they wait for (`plan_approval`, `clarification`).
+    pub awaiting_input: Vec<(String, i64)>,
 }
 
 /// A running task, by id.
@@ -126,6 +128,7 @@ pub async fn snapshot(conn: &DatabaseConnection, now: i64) -> Result<Snapshot, D
         .into_model::<Tenant>()
         .all(conn)
         .await?;
+    let awaiting_input = awaiting_counts(conn).await?;
     Ok(Snapshot {
         at: now,
         stages,
@@ -136,7 +139,31 @@ pub async fn snapshot(conn: &DatabaseConnection, now: i64) -> Result<Snapshot, D
         outbox,
         dead_outbox,
         tenants,
+        awaiting_input,
     })
+}
+
+#[derive(FromQueryResult)]
+struct ReasonCount {
+    reason: String,
+    count: i64,
+}
+
+/// Open input waits by reason, both reasons listed (zero included), through the open-wait
+/// index.
+pub async fn awaiting_counts<C: ConnectionTrait>(db: &C) -> Result<Vec<(String, i64)>, DbErr> {
+    use entity::research_task_wait::{self as wait, CLARIFICATION, PLAN_APPROVAL};
+    let rows = wait::Entity::find()
+        .select_only()
+        .column(wait::Column::Reason)
+        .column_as(wait::Column::Id.count(), "count")
+        .filter(wait::Column::ResolvedAt.is_null())
+        .group_by(wait::Column::Reason)
+        .into_model::<ReasonCount>()
+        .all(db)
+        .await?;
+    let count = |reason: &str| rows.iter().find(|row| row.reason == reason).map_or(0, |row| row.count);
+    Ok([PLAN_APPROVAL, CLARIFICATION].into_iter().map(|reason| (reason.to_owned(), count(reason))).collect())
 }
 
 #[derive(FromQueryResult)]

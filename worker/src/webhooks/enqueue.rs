@@ -34,7 +34,7 @@ pub async fn enqueue<C: ConnectionTrait>(
     }
     let timestamp = chrono::DateTime::from_timestamp_millis(now).unwrap_or_default().to_rfc3339();
     let answer_trace_id = payload.get("answer_trace_id").cloned().unwrap_or(Value::Null);
-    let body = json!({
+    let mut body = json!({
         "type": kind,
         "timestamp": timestamp,
         "data": {
@@ -44,8 +44,15 @@ pub async fn enqueue<C: ConnectionTrait>(
             "sequence": sequence,
             "answer_trace_id": answer_trace_id,
         },
-    })
-    .to_string();
+    });
+    // A pause that waits for a person says for what (that word only: never the plan or
+    // the question, which only the task's readers see).
+    if event_type == ProgressEventType::Paused
+        && let Some(reason) = awaiting(payload)
+    {
+        body["data"]["awaiting"] = json!(reason);
+    }
+    let body = body.to_string();
     let rows = wanted
         .iter()
         .map(|endpoint| delivery::Model {
@@ -78,4 +85,13 @@ pub async fn enqueue<C: ConnectionTrait>(
 /// (`research_task.*`).
 pub fn event_name(event_type: ProgressEventType) -> String {
     sea_orm::ActiveEnum::to_value(&event_type)
+}
+
+/// What a `PAUSED` event's payload says the task waits for, as one of the fixed words.
+fn awaiting(payload: &Value) -> Option<&'static str> {
+    match payload.get("reason").and_then(Value::as_str)? {
+        entity::research_task_wait::PLAN_APPROVAL => Some(entity::research_task_wait::PLAN_APPROVAL),
+        entity::research_task_wait::CLARIFICATION => Some(entity::research_task_wait::CLARIFICATION),
+        _ => None,
+    }
 }

@@ -57,7 +57,7 @@ impl TaskMutation {
         run.await.gql()
     }
 
-    /// Cancels the task for good.
+    /// Cancels the task for good (a wait for a person ends with it).
     async fn cancel_research_task(
         &self,
         ctx: &Context<'_>,
@@ -82,7 +82,8 @@ impl TaskMutation {
         run.await.gql()
     }
 
-    /// Resumes a paused task where it stopped.
+    /// Resumes a paused task where it stopped. A task waiting for a person goes on without
+    /// the input: plan approval with the plan as proposed, a clarification unanswered.
     async fn resume_research_task(
         &self,
         ctx: &Context<'_>,
@@ -110,10 +111,53 @@ impl TaskMutation {
         };
         run.await.gql()
     }
+
+    /// Approves the plan of a task waiting for plan approval (`awaiting.reason` is
+    /// PLAN_APPROVAL) and resumes it: round 1 searches `subQueries` as given (1 to 16, each
+    /// checked like a query, and within `limits.max_sub_queries`), or the plan as proposed
+    /// when `subQueries` is null; later rounds may add sub-queries of their own. A task
+    /// that waits for something else, or for nothing, is CONFLICT naming what it waits for.
+    /// Bumps `rowVersion`; with the same `expectedRowVersion` twice, the second is CONFLICT.
+    async fn approve_research_plan(
+        &self,
+        ctx: &Context<'_>,
+        id: Uuid,
+        sub_queries: Option<Vec<String>>,
+        expected_row_version: Option<i32>,
+    ) -> async_graphql::Result<ResearchTask> {
+        let run = async {
+            if let Some(queries) = &sub_queries {
+                limits::sub_queries(queries)?;
+            }
+            command(ctx, id, expected_row_version, Command::ApprovePlan(sub_queries)).await
+        };
+        run.await.gql()
+    }
+
+    /// Answers the clarifying question of a task waiting for one (`awaiting.reason` is
+    /// CLARIFICATION) and resumes it: the answer (1 to 4,000 characters) becomes part of
+    /// what the plan and the answer are written from. A task that waits for something else,
+    /// or for nothing, is CONFLICT naming what it waits for. Bumps `rowVersion`.
+    async fn answer_research_clarification(
+        &self,
+        ctx: &Context<'_>,
+        id: Uuid,
+        answer: String,
+        expected_row_version: Option<i32>,
+    ) -> async_graphql::Result<ResearchTask> {
+        let run = async {
+            limits::text("answer", &answer, MAX_ANSWER_CHARS)?;
+            command(ctx, id, expected_row_version, Command::Answer(answer)).await
+        };
+        run.await.gql()
+    }
 }
 
 /// The longest steering note, in characters.
 const MAX_NOTE_CHARS: usize = 2_000;
+
+/// The longest answer to a clarifying question, in characters.
+const MAX_ANSWER_CHARS: usize = 4_000;
 
 /// A task's input, checked against every limit; the grant is the caller's to add.
 struct ValidTask {
@@ -176,6 +220,8 @@ enum Command {
     Pause(Option<i64>),
     Resume,
     Steer(String),
+    ApprovePlan(Option<Vec<String>>),
+    Answer(String),
 }
 
 /// Runs a command on a task the caller may see; a task they may not see (another
@@ -201,12 +247,20 @@ async fn command(
         }
         Command::Resume => lifecycle::resume(&app.db, &app.notifier, &task, now_millis()).await,
         Command::Steer(note) => lifecycle::steer(&app.db, &app.notifier, &task, &note, now_millis()).await,
+        Command::ApprovePlan(queries) => {
+            lifecycle::approve_plan(&app.db, &app.notifier, &task, queries, now_millis()).await
+        }
+        Command::Answer(text) => {
+            lifecycle::answer_clarification(&app.db, &app.notifier, &task, text, now_millis()).await
+        }
     };
     match outcome {
         Ok(updated) => Ok(ResearchTask(updated)),
-        Err(error @ (LifecycleError::StaleRowVersion { .. } | LifecycleError::NotAllowed { .. })) => {
-            Err(with_current(app, id, error).await)
-        }
+        Err(
+            error @ (LifecycleError::StaleRowVersion { .. }
+            | LifecycleError::NotAllowed { .. }
+            | LifecycleError::NotAwaiting { .. }),
+        ) => Err(with_current(app, id, error).await),
         Err(error) => Err(error.into()),
     }
 }

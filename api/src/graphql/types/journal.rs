@@ -37,7 +37,11 @@ impl ResearchTaskProgressEvent {
     /// `max_rounds`, `budget` or `deadline` (another round and the answer after it would
     /// not fit), and `"notes_applied": k`, the steering notes the decision saw (0 when
     /// no decision was asked); with
-    /// `continue` it also carries the next round's `plan`.
+    /// `continue` it also carries the next round's `plan`. A `PAUSED` event of a task
+    /// that waits for a person carries `{ "reason": "plan_approval", "plan": [sub-queries]
+    /// }` or `{ "reason": "clarification", "question": q }`, and the `RESUMED` event that
+    /// ends the wait `{ "reason": r, "edited": bool, "answered": bool, "timed_out": bool }`
+    /// (plus the `plan` round 1 searches, after a plan approval).
     async fn payload(&self) -> Json<Value> {
         Json(self.0.payload.clone())
     }

@@ -2,6 +2,7 @@
 
 mod api_key;
 mod audit;
+mod awaiting;
 mod document;
 mod inputs;
 mod journal;
@@ -15,6 +16,7 @@ mod webhook;
 
 pub use api_key::{ApiKey, CreatedApiKey};
 pub use audit::{AuditEvent, ErasedCounts};
+pub use awaiting::ResearchTaskAwaiting;
 pub use document::KnowledgeDocument;
 pub use inputs::{
     AddKnowledgeDocumentInput, AddKnowledgeSpaceMemberInput, CreateApiKeyInput, CreateKnowledgeSpaceInput,

@@ -9,13 +9,15 @@ use serde_json::Value;
 use uuid::Uuid;
 use worker::store::journal;
 
-use super::{AnswerTrace, ResearchTaskNote, ResearchTaskPartialResult, ResearchTaskProgressEvent, datetime};
+use super::{
+    AnswerTrace, ResearchTaskAwaiting, ResearchTaskNote, ResearchTaskPartialResult, ResearchTaskProgressEvent, datetime,
+};
 use crate::error::{ApiError, IntoGql};
 use crate::graphql::context::state;
 use crate::graphql::enums::{GqlChannel, GqlMode, GqlStage};
 use crate::graphql::limits::{MAX_PAGE, after_sequence, page_size};
 use crate::graphql::loaders::{
-    JournalPage, NotesOfTask, PartialPage, ProgressPage, RequestLoaders, TraceOfTask, loaded,
+    JournalPage, NotesOfTask, PartialPage, ProgressPage, RequestLoaders, TraceOfTask, WaitsOfTask, loaded,
 };
 use worker::store::answer_traces;
 
@@ -150,6 +152,22 @@ impl ResearchTask {
                 None => worker::store::notes::of_task(&state(ctx)?.db, self.0.id).await?,
             };
             Ok::<_, ApiError>(notes.into_iter().map(ResearchTaskNote).collect())
+        };
+        run.await.gql()
+    }
+
+    /// What the task waits for from a person (a plan approval, an answer to a clarifying
+    /// question), while it is paused for it; null otherwise.
+    async fn awaiting(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<ResearchTaskAwaiting>> {
+        if self.0.stage != entity::Stage::Paused || !entity::TaskLimits::from_stored(&self.0.limits).may_wait() {
+            return Ok(None);
+        }
+        let run = async {
+            let waits = match ctx.data_opt::<RequestLoaders>() {
+                Some(loaders) => loaders.load_one(WaitsOfTask(self.0.id)).await.map_err(loaded)?.unwrap_or_default(),
+                None => worker::store::waits::of_task(&state(ctx)?.db, self.0.id).await?,
+            };
+            Ok::<_, ApiError>(waits.into_iter().find(|wait| wait.is_open()).map(ResearchTaskAwaiting))
         };
         run.await.gql()
     }

@@ -47,13 +47,15 @@
     $("board").hidden = false;
     $("status").textContent = `Live, updated ${new Date(snapshot.at).toLocaleTimeString()}.`;
     $("summary").textContent = `${stages.queued ?? 0} queued; oldest waiting ${snapshot.oldest_queued_seconds.toFixed(1)} s; ` +
-      `${snapshot.completed_last_minute} completed in the last minute.`;
+      `${snapshot.completed_last_minute} completed in the last minute; ` +
+      `${snapshot.awaiting_input.reduce((sum, [, count]) => sum + count, 0)} waiting for input.`;
     chart();
     table("stages", ["stage", "tasks"], snapshot.stages);
     table("running", ["task", "stage", "worker", "lease expires"],
       snapshot.running.map((row) => [row.id, row.stage, row.worker_id, row.lease_expires_at ? new Date(row.lease_expires_at).toLocaleTimeString() : ""]));
     table("failures", ["task", "error", "at"], snapshot.failures.map((row) => [row.id, row.error, new Date(row.updated_at).toLocaleTimeString()]));
     table("outbox", ["status", "rows"], snapshot.outbox);
+    table("awaiting", ["waiting for", "tasks"], snapshot.awaiting_input);
     table("dead", ["dead row", "task", "last error", ""], snapshot.dead_outbox.map((row) => {
       const button = document.createElement("button");
       button.textContent = "Redeliver";
