@@ -79,6 +79,12 @@ pub struct Settings {
     /// Empty (the default) allows the same origin only.
     #[serde(default, deserialize_with = "list_or_commas")]
     pub cors_origins: Vec<String>,
+    /// `KFS_PUBLIC_URL`: the base URL clients reach this server at
+    /// (`https://research.example.com`), from which the MCP resource URL and every URL the
+    /// server hands out are built; unset, `http://` and the address actually bound (with
+    /// 127.0.0.1 for an unspecified address).
+    #[serde(default)]
+    pub public_url: Option<String>,
     /// `KFS_LOG_FORMAT`: `text` (the default) or `json`, one object per line.
     #[serde(default)]
     pub log_format: worker::telemetry::LogFormat,

@@ -7,6 +7,7 @@ pub mod error;
 pub mod graphql;
 pub mod http;
 pub mod live;
+pub mod mcp;
 pub mod rate;
 pub mod server;
 pub mod state;

@@ -102,6 +102,7 @@ pub fn router(state: AppState, shutdown: CancellationToken) -> anyhow::Result<Ro
     if let Some(cors) = cors(&settings.cors_origins)? {
         graphql = graphql.layer(cors);
     }
+    let mcp = crate::mcp::router(state.clone());
     let health = Router::new()
         .route("/healthz", get(http::healthz))
         .route("/readyz", get(http::readyz))
@@ -115,6 +116,7 @@ pub fn router(state: AppState, shutdown: CancellationToken) -> anyhow::Result<Ro
         .route(&format!("{}/{{name}}", http::graphiql_assets::PREFIX), get(http::graphiql_assets::serve))
         .with_state(state);
     Ok(Router::new()
+        .merge(mcp)
         .merge(graphql)
         .merge(websocket)
         .merge(health)
@@ -124,6 +126,25 @@ pub fn router(state: AppState, shutdown: CancellationToken) -> anyhow::Result<Ro
         // A panic is a bug, but it must cost one request, not the connection it came on:
         // answer it as an internal error (the panic itself is logged by the hook).
         .layer(CatchPanicLayer::custom(http::panic_response)))
+}
+
+/// The base URL the server hands out: `KFS_PUBLIC_URL` (an absolute http(s) URL), or
+/// `http://` and the bound address, 127.0.0.1 standing for an unspecified one.
+fn public_url(configured: Option<&str>, bound: std::net::SocketAddr) -> anyhow::Result<String> {
+    if let Some(configured) = configured.map(str::trim).filter(|url| !url.is_empty()) {
+        let uri: axum::http::Uri =
+            configured.parse().with_context(|| format!("KFS_PUBLIC_URL: {configured:?} is not a URL"))?;
+        anyhow::ensure!(
+            matches!(uri.scheme_str(), Some("http" | "https")) && uri.authority().is_some(),
+            "KFS_PUBLIC_URL: {configured:?} is not an absolute http(s) URL"
+        );
+        return Ok(configured.trim_end_matches('/').to_owned());
+    }
+    let host = match bound.ip() {
+        ip if ip.is_unspecified() => std::net::IpAddr::from([127, 0, 0, 1]),
+        ip => ip,
+    };
+    Ok(format!("http://{}", std::net::SocketAddr::new(host, bound.port())))
 }
 
 /// Connects, migrates, binds and serves; with `embedded_worker` the worker loops run in
@@ -196,7 +217,18 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
     };
     worker::observe::spawn_gauges(db.clone(), shutdown.clone(), &tracker);
     let splitter = worker::knowledge::index::Splitter::new(settings.worker.chunk);
-    let state = AppState { db, notifier, settings: settings.clone(), live, rates, identity, worker_ticks, splitter };
+    let public_url = public_url(settings.public_url.as_deref(), addr)?;
+    let state = AppState {
+        db,
+        notifier,
+        settings: settings.clone(),
+        live,
+        rates,
+        identity,
+        worker_ticks,
+        splitter,
+        public_url: public_url.into(),
+    };
     let app = router(state.clone(), shutdown.clone())?;
     let stop = shutdown.clone();
     tracker.spawn(async move {

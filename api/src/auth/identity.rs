@@ -50,6 +50,12 @@ impl Identity {
     /// checked: an HS256 token claiming a provider's `iss` (its public key used as the
     /// secret) is refused, as is `alg: none`.
     pub async fn verify_jwt(&self, token: &str) -> Result<Principal, ApiError> {
+        self.verify_jwt_for(token, None).await
+    }
+
+    /// [`verify_jwt`](Self::verify_jwt) for a request to `resource` (the MCP resource's
+    /// URL): a token may also name it as its audience (RFC 8707).
+    pub async fn verify_jwt_for(&self, token: &str, resource: Option<&str>) -> Result<Principal, ApiError> {
         #[derive(Deserialize)]
         struct Unverified {
             iss: Option<String>,
@@ -62,12 +68,12 @@ impl Identity {
                 .claims
                 .iss;
             if let Some(issuer) = claimed.as_deref().and_then(|iss| self.issuers.get(iss)) {
-                return issuer.verify(token, self.leeway).await;
+                return issuer.verify(token, self.leeway, resource).await;
             }
         }
         if self.secrets.is_empty() {
             return Err(ApiError::Unauthenticated);
         }
-        verify_token(&self.secrets, token, self.leeway)
+        verify_token(&self.secrets, token, self.leeway, resource)
     }
 }

@@ -146,7 +146,9 @@ impl Issuer {
     /// Verifies `token` (whose unverified `iss` named this issuer): its algorithm is one of
     /// the issuer's, its key is in the issuer's JWKS, and `iss`, `aud`, `exp` and `nbf`
     /// hold (within `leeway` seconds).
-    pub async fn verify(&self, token: &str, leeway: u64) -> Result<Principal, ApiError> {
+    /// `resource`, when given, is one more audience the token may name (the MCP resource's
+    /// URL, RFC 8707).
+    pub async fn verify(&self, token: &str, leeway: u64, resource: Option<&str>) -> Result<Principal, ApiError> {
         let header = jsonwebtoken::decode_header(token).map_err(|_| ApiError::Unauthenticated)?;
         if !self.algorithms.contains(&header.alg) {
             tracing::debug!(issuer = %self.name(), algorithm = ?header.alg, "token refused: algorithm not allowed");
@@ -154,7 +156,9 @@ impl Issuer {
         }
         let mut validation = Validation::new(header.alg);
         validation.set_issuer(&[&self.settings.issuer]);
-        validation.set_audience(&self.settings.audience);
+        let mut audience: Vec<&str> = self.settings.audience.iter().map(String::as_str).collect();
+        audience.extend(resource);
+        validation.set_audience(&audience);
         validation.set_required_spec_claims(&["exp", "iss", "aud"]);
         validation.validate_nbf = true;
         validation.leeway = leeway;

@@ -24,9 +24,19 @@ pub struct Claims {
 }
 
 /// Checks the signature against each of `secrets`, then expiry (and `nbf` when present)
-/// within `leeway` seconds, and the claims; returns the caller.
-pub fn verify_token(secrets: &[SecretString], token: &str, leeway: u64) -> Result<Principal, ApiError> {
+/// within `leeway` seconds, and the claims; returns the caller. Without `resource` a token
+/// naming any audience is refused; with it (the MCP resource's URL, RFC 8707) a token may
+/// name no audience or one that includes `resource`.
+pub fn verify_token(
+    secrets: &[SecretString],
+    token: &str,
+    leeway: u64,
+    resource: Option<&str>,
+) -> Result<Principal, ApiError> {
     let mut validation = Validation::new(Algorithm::HS256);
+    if let Some(resource) = resource {
+        validation.set_audience(&[resource]);
+    }
     validation.set_required_spec_claims(&["exp", "sub"]);
     validation.validate_nbf = true;
     validation.leeway = leeway;

@@ -24,6 +24,16 @@ use crate::state::AppState;
 /// Resolves an `Authorization` header value. No header means an anonymous request
 /// (`Ok(None)`); a header that names no valid credential is `Unauthenticated`.
 pub async fn authenticate(state: &AppState, header: Option<&str>) -> Result<Option<Principal>, ApiError> {
+    authenticate_for(state, header, None).await
+}
+
+/// [`authenticate`] for a request to `resource` (the MCP resource's URL), which a JWT may
+/// name as its audience.
+pub async fn authenticate_for(
+    state: &AppState,
+    header: Option<&str>,
+    resource: Option<&str>,
+) -> Result<Option<Principal>, ApiError> {
     // An empty header (or a bare `Bearer `, as a blank GraphiQL template sends) is no
     // credential at all: the request is anonymous, not refused.
     let Some(header) =
@@ -41,6 +51,6 @@ pub async fn authenticate(state: &AppState, header: Option<&str>) -> Result<Opti
     if credential.starts_with("kfs_") {
         authenticate_api_key(&state.db, credential).await.map(Some)
     } else {
-        state.identity.verify_jwt(credential).await.map(Some)
+        state.identity.verify_jwt_for(credential, resource).await.map(Some)
     }
 }

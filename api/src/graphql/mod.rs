@@ -2,22 +2,22 @@
 //! from entity models. Resolvers are thin: check the caller (`access`), call one store or
 //! lifecycle function, map the result (`types`).
 
-mod access;
+pub(crate) mod access;
 mod context;
 mod cost_limit;
-mod enums;
+pub(crate) mod enums;
 pub mod guard;
 pub mod limits;
 mod lists;
 pub mod loaders;
-mod mutation;
+pub(crate) mod mutation;
 mod query;
 mod relay;
 mod spans;
 
 pub use spans::operation_span;
 mod subscription;
-mod types;
+pub(crate) mod types;
 
 use async_graphql::{SDLExportOptions, Schema, SchemaBuilder};
 

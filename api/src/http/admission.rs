@@ -7,7 +7,7 @@ use std::net::IpAddr;
 
 use axum::http::{HeaderMap, header};
 
-use crate::auth::{Principal, authenticate};
+use crate::auth::{Principal, authenticate_for};
 use crate::error::ApiError;
 use crate::rate::Checked;
 use crate::state::AppState;
@@ -31,8 +31,19 @@ pub struct Refused {
 
 /// Authenticates `headers`' `Authorization` and charges the request's rate.
 pub async fn admit(state: &AppState, headers: &HeaderMap, peer: Option<IpAddr>) -> Result<Admitted, Refused> {
+    admit_for(state, headers, peer, None).await
+}
+
+/// [`admit`] for a request to `resource` (the MCP resource's URL), which a JWT may name as
+/// its audience.
+pub async fn admit_for(
+    state: &AppState,
+    headers: &HeaderMap,
+    peer: Option<IpAddr>,
+    resource: Option<&str>,
+) -> Result<Admitted, Refused> {
     let authorization = headers.get(header::AUTHORIZATION).and_then(|value| value.to_str().ok());
-    let authenticated = authenticate(state, authorization).await;
+    let authenticated = authenticate_for(state, authorization, resource).await;
     let checked = match (&authenticated, peer) {
         (Ok(Some(principal)), _) => state.rates.request(principal),
         // The database could not say whether the key is valid: not the caller's fault.

@@ -17,7 +17,7 @@
 //! with its variables inlined; `graphql/spans.rs` opens an operation span named by the
 //! operation and a span per object resolver.
 
-mod admission;
+pub(crate) mod admission;
 pub(crate) mod error_codes;
 mod graphiql;
 mod graphql_http;

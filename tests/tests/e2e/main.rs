@@ -39,6 +39,7 @@ mod live_revocation;
 mod live_support;
 mod live_worker;
 mod logs;
+mod mcp_endpoint;
 mod migration_replay;
 mod multiprocess;
 mod operations;
@@ -99,6 +100,7 @@ fn main() -> ExitCode {
         research_rounds::tests(),
         research_steering::tests(),
         research_waits::tests(),
+        mcp_endpoint::tests(),
         migration_replay::tests(),
         traces::tests(),
         webhooks::tests(),

@@ -563,8 +563,7 @@ async fn a_note_racing_completion_lands_before_it_or_is_refused_after(db: TestDb
 
 /// The `openai` engine against the stand-in model: it asks what an abbreviation stands
 /// for, the answer reaches the planning and answering prompts, the plan waits for
-/// approval and round 1 searches the edited plan. The events are printed (run with
-/// `--nocapture` to read them).
+/// approval and round 1 searches the edited plan.
 async fn against_the_stand_in_a_clarification_and_an_edited_plan_are_what_the_model_and_retrieval_see(
     db: TestDb,
 ) -> anyhow::Result<()> {
@@ -621,16 +620,6 @@ async fn against_the_stand_in_a_clarification_and_an_edited_plan_are_what_the_mo
     let titles: Vec<&str> =
         trace["answerTrace"]["evidence"].as_array().into_iter().flatten().filter_map(|e| e["title"].as_str()).collect();
     ensure!(titles.contains(&"Wax"), "the edited plan's passage is cited: {trace}");
-    for event in events(&db, task).await? {
-        println!(
-            "{:>2} {:<13} {:<10} {}",
-            event.sequence,
-            format!("{:?}", event.event_type),
-            event.stage.as_str(),
-            event.payload
-        );
-    }
-    println!("answer: {}", trace["answerTrace"]["answer"]);
     api.stop().await;
     Ok(())
 }

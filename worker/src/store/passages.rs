@@ -163,3 +163,16 @@ pub async fn by_ids<C: ConnectionTrait>(conn: &C, scope: Scope<'_>, ids: &[Uuid]
         .all(conn)
         .await
 }
+
+/// One passage of the tenant, by id.
+pub async fn find<C: ConnectionTrait>(
+    conn: &C,
+    tenant_id: &str,
+    id: Uuid,
+) -> Result<Option<entity::knowledge_passage::Model>, DbErr> {
+    use sea_orm::{ColumnTrait as _, EntityTrait as _, QueryFilter as _};
+    entity::knowledge_passage::Entity::find_by_id(id)
+        .filter(entity::knowledge_passage::Column::TenantId.eq(tenant_id))
+        .one(conn)
+        .await
+}

@@ -5,7 +5,7 @@ mod deletes;
 mod documents;
 mod keys;
 mod spaces;
-mod tasks;
+pub(crate) mod tasks;
 mod webhooks;
 
 use async_graphql::MergedObject;

@@ -8,6 +8,7 @@ use worker::LifecycleError;
 use worker::grant::{GrantRequest, GrantSource};
 use worker::lifecycle::{self, NewTask, TaskRef};
 
+use crate::auth::Principal;
 use crate::error::{ApiError, IntoGql};
 use crate::graphql::access::{SpaceAccess, space_access, visible_task};
 use crate::graphql::context::{principal, state};
@@ -29,31 +30,7 @@ impl TaskMutation {
         ctx: &Context<'_>,
         input: CreateResearchTaskInput,
     ) -> async_graphql::Result<ResearchTask> {
-        let run = async {
-            let (caller, app) = (principal(ctx)?, state(ctx)?);
-            let max_execution_attempts = app.settings.worker.default_max_execution_attempts;
-            let task = validated(input, max_execution_attempts)?;
-            let source = match space_access(&app.db, caller, task.knowledge_space_id).await? {
-                None => return Err(ApiError::NotFound),
-                Some(SpaceAccess::Member(member)) => {
-                    GrantSource::Member { revision: member.revision, role: member.role }
-                }
-                Some(SpaceAccess::ApiKey(key)) => {
-                    GrantSource::ApiKey { key_id: key.key_id, revision: key.revision, expires_at: key.expires_at }
-                }
-            };
-            let grant = GrantRequest {
-                tenant_id: caller.tenant_id.clone(),
-                knowledge_space_id: task.knowledge_space_id,
-                subject_id: caller.subject_id.clone(),
-                access_channel: caller.channel,
-                source,
-            };
-            let created =
-                lifecycle::create(&app.db, &app.notifier, task.into_new(grant, app.settings.quotas()), now_millis())
-                    .await?;
-            Ok(ResearchTask(created.task))
-        };
+        let run = async { create_task(state(ctx)?, principal(ctx)?, input).await.map(ResearchTask) };
         run.await.gql()
     }
 
@@ -159,6 +136,35 @@ const MAX_NOTE_CHARS: usize = 2_000;
 /// The longest answer to a clarifying question, in characters.
 const MAX_ANSWER_CHARS: usize = 4_000;
 
+/// Creates a task for `caller` from `input`, checked against every limit, in a space the
+/// caller belongs to (or its API key is bound to); the GraphQL mutation and the MCP tools
+/// both create tasks here.
+pub(crate) async fn create_task(
+    app: &AppState,
+    caller: &Principal,
+    input: CreateResearchTaskInput,
+) -> Result<job::Model, ApiError> {
+    let max_execution_attempts = app.settings.worker.default_max_execution_attempts;
+    let task = validated(input, max_execution_attempts)?;
+    let source = match space_access(&app.db, caller, task.knowledge_space_id).await? {
+        None => return Err(ApiError::NotFound),
+        Some(SpaceAccess::Member(member)) => GrantSource::Member { revision: member.revision, role: member.role },
+        Some(SpaceAccess::ApiKey(key)) => {
+            GrantSource::ApiKey { key_id: key.key_id, revision: key.revision, expires_at: key.expires_at }
+        }
+    };
+    let grant = GrantRequest {
+        tenant_id: caller.tenant_id.clone(),
+        knowledge_space_id: task.knowledge_space_id,
+        subject_id: caller.subject_id.clone(),
+        access_channel: caller.channel,
+        source,
+    };
+    let created =
+        lifecycle::create(&app.db, &app.notifier, task.into_new(grant, app.settings.quotas()), now_millis()).await?;
+    Ok(created.task)
+}
+
 /// A task's input, checked against every limit; the grant is the caller's to add.
 struct ValidTask {
     knowledge_space_id: Uuid,
@@ -215,7 +221,7 @@ fn validated(input: CreateResearchTaskInput, max_execution_attempts: i32) -> Res
 }
 
 /// A lifecycle command and its argument.
-enum Command {
+pub(crate) enum Command {
     Cancel,
     Pause(Option<i64>),
     Resume,
@@ -232,7 +238,17 @@ async fn command(
     expected: Option<i32>,
     command: Command,
 ) -> Result<ResearchTask, ApiError> {
-    let (caller, app) = (principal(ctx)?, state(ctx)?);
+    run_command(state(ctx)?, principal(ctx)?, id, expected, command).await.map(ResearchTask)
+}
+
+/// Runs a command on a task `caller` may see (the GraphQL mutations and the MCP tools).
+pub(crate) async fn run_command(
+    app: &AppState,
+    caller: &Principal,
+    id: Uuid,
+    expected: Option<i32>,
+    command: Command,
+) -> Result<job::Model, ApiError> {
     visible_task(&app.db, caller, id).await?.ok_or(ApiError::NotFound)?;
     let task = TaskRef {
         id,
@@ -255,7 +271,7 @@ async fn command(
         }
     };
     match outcome {
-        Ok(updated) => Ok(ResearchTask(updated)),
+        Ok(updated) => Ok(updated),
         Err(
             error @ (LifecycleError::StaleRowVersion { .. }
             | LifecycleError::NotAllowed { .. }

@@ -1,0 +1,130 @@
+//! `search` and `fetch` in the shape ChatGPT connectors and deep research expect: search
+//! ranks the passages of the caller's spaces (one, or every one it may read) by full
+//! text; fetch returns one passage or one document whole. Both read only through the
+//! caller's access: another tenant's or space's id answers as one that does not exist.
+use entity::knowledge_document as document;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::auth::Principal;
+use crate::error::ApiError;
+use crate::graphql::access::space_access;
+use crate::state::AppState;
+
+/// The best passages for `query` in `space` (or every space the caller may read, up to
+/// `max_spaces`), at most `limit`, best first.
+pub async fn search(
+    state: &AppState,
+    caller: &Principal,
+    query: &str,
+    space: Option<Uuid>,
+    limit: u64,
+    max_spaces: u64,
+) -> Result<Value, ApiError> {
+    crate::graphql::limits::text("query", query, crate::graphql::limits::MAX_QUERY_CHARS)?;
+    let db = &state.db;
+    let spaces: Vec<Uuid> = match (space, &caller.api_key) {
+        (Some(space), _) => {
+            space_access(db, caller, space).await?.ok_or(ApiError::NotFound)?;
+            vec![space]
+        }
+        (None, Some(key)) => vec![key.knowledge_space_id],
+        (None, None) => {
+            worker::store::spaces::page_for_member(db, &caller.tenant_id, &caller.subject_id, None, max_spaces)
+                .await?
+                .into_iter()
+                .map(|space| space.id)
+                .collect()
+        }
+    };
+    let terms = worker::engine::search_terms(query);
+    let mut found = Vec::new();
+    for knowledge_space_id in spaces {
+        let scope = worker::store::passages::Scope { tenant_id: &caller.tenant_id, knowledge_space_id };
+        found.extend(worker::knowledge::search::full_text(db, scope, &terms, limit).await?);
+    }
+    found.sort_by(|a, b| b.score.total_cmp(&a.score));
+    found.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+    let mut results = Vec::with_capacity(found.len());
+    for passage in found {
+        let document = worker::store::documents::find(db, &caller.tenant_id, passage.document_id).await?;
+        let url = item_url(state, passage.passage_id, document.as_ref());
+        results.push(json!({ "id": passage.passage_id, "title": passage.title, "text": passage.text, "url": url }));
+    }
+    Ok(json!({ "results": results }))
+}
+
+/// One passage, or one document, whole; `NotFound` for anything the caller may not read.
+pub async fn fetch(state: &AppState, caller: &Principal, id: Uuid) -> Result<Value, ApiError> {
+    let db = &state.db;
+    if let Some(passage) = worker::store::passages::find(db, &caller.tenant_id, id).await?
+        && space_access(db, caller, passage.knowledge_space_id).await?.is_some()
+    {
+        let document = worker::store::documents::find(db, &caller.tenant_id, passage.document_id).await?;
+        let title = document.as_ref().map(|document| document.title.clone()).unwrap_or_default();
+        let metadata = json!({
+            "kind": "passage",
+            "document_id": passage.document_id,
+            "knowledge_space_id": passage.knowledge_space_id,
+            "char_start": passage.char_start,
+            "char_end": passage.char_end,
+            "heading_path": passage.heading_path,
+            "document": document.as_ref().map(|document| document.metadata.clone()),
+        });
+        let url = item_url(state, passage.id, document.as_ref());
+        return Ok(json!({ "id": passage.id, "title": title, "text": passage.text, "url": url, "metadata": metadata }));
+    }
+    if let Some(document) = worker::store::documents::find(db, &caller.tenant_id, id).await?
+        && space_access(db, caller, document.knowledge_space_id).await?.is_some()
+    {
+        let metadata = json!({
+            "kind": "document",
+            "knowledge_space_id": document.knowledge_space_id,
+            "media_type": document.media_type,
+            "revision": document.revision,
+            "document": document.metadata,
+        });
+        let url = item_url(state, document.id, Some(&document));
+        return Ok(json!({
+            "id": document.id, "title": document.title, "text": document.content, "url": url, "metadata": metadata,
+        }));
+    }
+    Err(ApiError::NotFound)
+}
+
+/// The item's URL: its document's `sourceUri` when that is an absolute http(s) URL, else
+/// this server's own URL for the item, which answers `fetch`'s result to the same caller.
+fn item_url(state: &AppState, id: Uuid, document: Option<&document::Model>) -> String {
+    let source = document.and_then(|document| document.source_uri.as_deref()).filter(|uri| {
+        uri.parse::<axum::http::Uri>()
+            .is_ok_and(|uri| matches!(uri.scheme_str(), Some("http" | "https")) && uri.authority().is_some())
+    });
+    match source {
+        Some(uri) => uri.to_owned(),
+        None => format!("{}{}/{id}", state.public_url.trim_end_matches('/'), super::urls::ITEMS),
+    }
+}
+
+/// `GET /mcp/items/{id}`: `fetch` over plain HTTP, behind the same guard as `/mcp`.
+pub async fn fetch_http(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    axum::Extension(caller): axum::Extension<Principal>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let found = match Uuid::parse_str(&id) {
+        Ok(id) => fetch(&state, &caller, id).await,
+        Err(_) => Err(ApiError::NotFound),
+    };
+    match found {
+        Ok(item) => axum::Json(item).into_response(),
+        Err(error) => {
+            let status = if matches!(error, ApiError::NotFound) {
+                axum::http::StatusCode::NOT_FOUND
+            } else {
+                axum::http::StatusCode::INTERNAL_SERVER_ERROR
+            };
+            (status, axum::Json(json!({ "error": { "code": error.code() } }))).into_response()
+        }
+    }
+}

@@ -1,0 +1,519 @@
+//! The research tools. Each goes through the same checks and lifecycle as its GraphQL
+//! mutation or query (`create_task`, `run_command`, `visible_task`), so a task is an
+//! ordinary task whichever door it came through, another subject's or tenant's id answers
+//! exactly what a random id answers, and a refusal is a tool result with `isError` whose
+//! text starts with the code GraphQL would answer (`BAD_USER_INPUT: …`).
+use std::sync::Arc;
+use std::time::Instant;
+
+use async_graphql::Json;
+use entity::{ResearchMode, Stage, research_task_job as job, research_task_partial_result as partial};
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::auth::Principal;
+use crate::error::ApiError;
+use crate::graphql::access::{space_access, trace_is_visible, visible_task};
+use crate::graphql::mutation::tasks::{Command, create_task, run_command};
+use crate::graphql::types::CreateResearchTaskInput;
+use crate::state::AppState;
+
+/// The tools' names, in the order `tools/list` shows them.
+pub const NAMES: &[&str] =
+    &["list_spaces", "start_research", "get_research", "cancel_research", "research", "search", "fetch"];
+
+/// How long `research` waits for the answer before it returns the task as it stands (its
+/// id in hand, `get_research` picks it up).
+const RESEARCH_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// The most results `search` returns.
+const SEARCH_RESULTS: u64 = 10;
+
+/// The most spaces `search` without a `space_id` looks in.
+const SEARCH_SPACES: u64 = 20;
+
+/// Registers the tool metrics at zero, so dashboards see every tool and outcome.
+pub fn register_metrics() {
+    for tool in NAMES {
+        for outcome in ["ok", "error", "refused"] {
+            metrics::counter!("mcp_tool_calls_total", "tool" => *tool, "outcome" => outcome).absolute(0);
+        }
+    }
+}
+
+/// Every tool, with its input and output schema.
+pub fn all() -> Vec<Tool> {
+    let task_id = json!({ "type": "string", "format": "uuid", "description": "The research task's id." });
+    let stage = json!({
+        "type": "string",
+        "enum": ["queued", "planning", "retrieving", "analyzing", "generating", "paused", "completed", "failed", "canceled"],
+    });
+    let task_state = json!({
+        "type": "object",
+        "properties": { "task_id": task_id, "stage": stage },
+        "required": ["task_id", "stage"],
+    });
+    let citation = json!({
+        "type": "object",
+        "properties": {
+            "n": { "type": "integer", "description": "The number the answer cites it by, [n]." },
+            "title": { "type": "string" },
+            "passage_id": { "type": ["string", "null"] },
+            "text": { "type": "string" },
+            "document_id": { "type": "string" },
+            "char_start": { "type": ["integer", "null"] },
+            "char_end": { "type": ["integer", "null"] },
+        },
+        "required": ["n", "title", "text", "document_id"],
+    });
+    let awaiting = json!({
+        "type": "object",
+        "description": "What a paused task waits for from a person (approve_plan or clarify limits).",
+        "properties": {
+            "reason": { "type": "string", "enum": ["plan_approval", "clarification"] },
+            "plan": { "type": "array", "items": { "type": "string" } },
+            "question": { "type": "string" },
+            "until": { "type": "string", "format": "date-time" },
+        },
+        "required": ["reason", "until"],
+    });
+    let research = json!({
+        "type": "object",
+        "properties": {
+            "task_id": task_id,
+            "stage": stage,
+            "rounds_done": { "type": "integer", "description": "Rounds of retrieval and analysis finished." },
+            "answer": { "type": "string", "description": "The answer, once completed, citing [n]." },
+            "citations": { "type": "array", "items": citation },
+            "cost_usd": { "type": "number" },
+            "error": { "type": "string", "description": "Why the task failed." },
+            "awaiting": awaiting,
+        },
+        "required": ["task_id", "stage"],
+    });
+    let research_output = research.clone();
+    vec![
+        tool(
+            "list_spaces",
+            "List the knowledge spaces you may research, with your role in each.",
+            json!({ "type": "object", "properties": {}, "additionalProperties": false }),
+            json!({
+                "type": "object",
+                "properties": {
+                    "spaces": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "id": { "type": "string" },
+                                "name": { "type": "string" },
+                                "role": { "type": ["string", "null"], "enum": ["owner", "editor", "viewer", null] },
+                            },
+                            "required": ["id", "name", "role"],
+                        },
+                    },
+                },
+                "required": ["spaces"],
+            }),
+            ToolAnnotations::new().read_only(true),
+        ),
+        tool(
+            "start_research",
+            "Start a research task over a knowledge space; returns at once with the task's id. Poll \
+             get_research until its stage is completed, failed or canceled.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "space_id": { "type": "string", "format": "uuid" },
+                    "question": { "type": "string", "minLength": 1, "maxLength": 4000 },
+                    "mode": { "type": "string", "enum": ["auto", "fast", "research", "deep"] },
+                    "top_k": { "type": "integer", "minimum": 1, "maximum": 50 },
+                    "budget_usd": { "type": "number", "minimum": 0 },
+                    "limits": {
+                        "type": "object",
+                        "description": concat!("The same limits as GraphQL's createResearchTask:\n", entity::task_limits_doc!()),
+                    },
+                    "idempotency_key": { "type": "string", "maxLength": 255 },
+                },
+                "required": ["space_id", "question"],
+                "additionalProperties": false,
+            }),
+            task_state.clone(),
+            ToolAnnotations::new().read_only(false).destructive(false).idempotent(false),
+        ),
+        tool(
+            "get_research",
+            "Where a research task stands; once completed, its answer with numbered citations.",
+            json!({
+                "type": "object",
+                "properties": { "task_id": task_id },
+                "required": ["task_id"],
+                "additionalProperties": false,
+            }),
+            research,
+            ToolAnnotations::new().read_only(true),
+        ),
+        tool(
+            "cancel_research",
+            "Cancel a research task for good; canceling twice is the same as once.",
+            json!({
+                "type": "object",
+                "properties": { "task_id": task_id },
+                "required": ["task_id"],
+                "additionalProperties": false,
+            }),
+            task_state,
+            ToolAnnotations::new().read_only(false).destructive(true).idempotent(true),
+        ),
+        tool(
+            "research",
+            "Research a question over a knowledge space and wait for the cited answer (progress is reported \
+             at each stage and round when the call carries a progress token; the task's id is in the first \
+             progress message, so get_research can pick it up if the call is abandoned).",
+            json!({
+                "type": "object",
+                "properties": {
+                    "space_id": { "type": "string", "format": "uuid" },
+                    "question": { "type": "string", "minLength": 1, "maxLength": 4000 },
+                    "mode": { "type": "string", "enum": ["auto", "fast", "research", "deep"] },
+                    "top_k": { "type": "integer", "minimum": 1, "maximum": 50 },
+                    "budget_usd": { "type": "number", "minimum": 0 },
+                    "limits": { "type": "object", "description": "As start_research's limits." },
+                },
+                "required": ["space_id", "question"],
+                "additionalProperties": false,
+            }),
+            research_output,
+            ToolAnnotations::new().read_only(false).destructive(false).idempotent(false),
+        ),
+        tool(
+            "search",
+            "Search the passages of your knowledge spaces (one, or all you may read); returns ids to fetch.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "query": { "type": "string", "minLength": 1, "maxLength": 4000 },
+                    "space_id": { "type": "string", "format": "uuid" },
+                },
+                "required": ["query"],
+                "additionalProperties": false,
+            }),
+            json!({
+                "type": "object",
+                "properties": {
+                    "results": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "id": { "type": "string" },
+                                "title": { "type": "string" },
+                                "text": { "type": "string" },
+                                "url": { "type": "string" },
+                            },
+                            "required": ["id", "title", "text", "url"],
+                        },
+                    },
+                },
+                "required": ["results"],
+            }),
+            ToolAnnotations::new().read_only(true),
+        ),
+        tool(
+            "fetch",
+            "Fetch one passage (an id search returned) or one document, whole.",
+            json!({
+                "type": "object",
+                "properties": { "id": { "type": "string", "format": "uuid" } },
+                "required": ["id"],
+                "additionalProperties": false,
+            }),
+            json!({
+                "type": "object",
+                "properties": {
+                    "id": { "type": "string" },
+                    "title": { "type": "string" },
+                    "text": { "type": "string" },
+                    "url": { "type": "string" },
+                    "metadata": { "type": "object" },
+                },
+                "required": ["id", "title", "text", "url", "metadata"],
+            }),
+            ToolAnnotations::new().read_only(true),
+        ),
+    ]
+}
+
+fn tool(name: &'static str, description: &'static str, input: Value, output: Value, hints: ToolAnnotations) -> Tool {
+    Tool::new(name, description, Arc::new(object(input)))
+        .with_raw_output_schema(Arc::new(object(output)))
+        .with_annotations(hints)
+}
+
+fn object(value: Value) -> JsonObject {
+    match value {
+        Value::Object(map) => map,
+        _ => JsonObject::new(),
+    }
+}
+
+/// Runs tool `name` for `caller`. An unknown tool is a protocol error (`-32602`); every
+/// refusal of a known tool is a result with `isError`.
+pub async fn call(
+    state: &AppState,
+    caller: &Principal,
+    name: &str,
+    arguments: JsonObject,
+    progress: Option<super::waiting::Progress>,
+) -> Result<CallToolResult, rmcp::ErrorData> {
+    let Some(&tool) = NAMES.iter().find(|known| **known == name) else {
+        return Err(rmcp::ErrorData::invalid_params(format!("unknown tool: {name}"), None));
+    };
+    let started = Instant::now();
+    let arguments = Value::Object(arguments);
+    let outcome = match tool {
+        "list_spaces" => match parse::<NoArgs>(arguments) {
+            Ok(NoArgs {}) => list_spaces(state, caller).await,
+            Err(error) => Err(error),
+        },
+        "start_research" => match parse(arguments) {
+            Ok(args) => start_research(state, caller, args).await,
+            Err(error) => Err(error),
+        },
+        "get_research" => match parse::<TaskArgs>(arguments) {
+            Ok(args) => get_research(state, caller, args.task_id).await,
+            Err(error) => Err(error),
+        },
+        "cancel_research" => match parse::<TaskArgs>(arguments) {
+            Ok(args) => cancel_research(state, caller, args.task_id).await,
+            Err(error) => Err(error),
+        },
+        "research" => match parse::<ResearchArgs>(arguments) {
+            Ok(args) => research(state, caller, args, progress).await,
+            Err(error) => Err(error),
+        },
+        "search" => match parse::<SearchArgs>(arguments) {
+            Ok(args) => search(state, caller, args).await,
+            Err(error) => Err(error),
+        },
+        _ => match parse::<FetchArgs>(arguments) {
+            Ok(args) => fetch(state, caller, args.id).await,
+            Err(error) => Err(error),
+        },
+    };
+    metrics::histogram!("mcp_tool_call_duration_seconds", "tool" => tool).record(started.elapsed().as_secs_f64());
+    let (result, label) = match outcome {
+        Ok(value) => (CallToolResult::structured(value), "ok"),
+        Err(error) => {
+            let label =
+                if matches!(error, ApiError::Internal(_) | ApiError::Unavailable(_)) { "error" } else { "refused" };
+            if label == "error" {
+                tracing::error!(tool, error = %error, "an MCP tool call failed");
+            }
+            // Internal causes are logged, never shown.
+            let message = match &error {
+                ApiError::Internal(_) => "internal server error".to_owned(),
+                ApiError::Unavailable(_) => "the database is unavailable; try again shortly".to_owned(),
+                other => other.to_string(),
+            };
+            let text = format!("{}: {message}", error.code());
+            (CallToolResult::error(vec![ContentBlock::text(text)]), label)
+        }
+    };
+    metrics::counter!("mcp_tool_calls_total", "tool" => tool, "outcome" => label).increment(1);
+    Ok(result)
+}
+
+/// The arguments as `T`; arguments of the wrong shape are `BAD_USER_INPUT` in a tool
+/// result (a model can read it and correct itself), as a GraphQL variable of the wrong
+/// type is a GraphQL error with that code.
+fn parse<T: DeserializeOwned>(arguments: Value) -> Result<T, ApiError> {
+    serde_json::from_value(arguments).map_err(|error| ApiError::bad_input(format!("invalid arguments: {error}")))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NoArgs {}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TaskArgs {
+    task_id: Uuid,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StartArgs {
+    space_id: Uuid,
+    question: String,
+    mode: Option<String>,
+    top_k: Option<i32>,
+    budget_usd: Option<f64>,
+    limits: Option<Value>,
+    idempotency_key: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResearchArgs {
+    space_id: Uuid,
+    question: String,
+    mode: Option<String>,
+    top_k: Option<i32>,
+    budget_usd: Option<f64>,
+    limits: Option<Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SearchArgs {
+    query: String,
+    space_id: Option<Uuid>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FetchArgs {
+    pub id: Uuid,
+}
+
+async fn research(
+    state: &AppState,
+    caller: &Principal,
+    args: ResearchArgs,
+    progress: Option<super::waiting::Progress>,
+) -> Result<Value, ApiError> {
+    let start = StartArgs {
+        space_id: args.space_id,
+        question: args.question,
+        mode: args.mode,
+        top_k: args.top_k,
+        budget_usd: args.budget_usd,
+        limits: args.limits,
+        idempotency_key: None,
+    };
+    let created = start_research(state, caller, start).await?;
+    let id: Uuid = serde_json::from_value(created["task_id"].clone()).map_err(ApiError::internal)?;
+    super::waiting::follow(state, caller, id, progress.as_ref(), RESEARCH_WAIT).await?;
+    get_research(state, caller, id).await
+}
+
+async fn search(state: &AppState, caller: &Principal, args: SearchArgs) -> Result<Value, ApiError> {
+    super::library::search(state, caller, &args.query, args.space_id, SEARCH_RESULTS, SEARCH_SPACES).await
+}
+
+async fn fetch(state: &AppState, caller: &Principal, id: Uuid) -> Result<Value, ApiError> {
+    super::library::fetch(state, caller, id).await
+}
+
+async fn list_spaces(state: &AppState, caller: &Principal) -> Result<Value, ApiError> {
+    let db = &state.db;
+    let mut spaces = Vec::new();
+    if let Some(key) = &caller.api_key {
+        if let Some(space) = worker::store::spaces::find(db, &caller.tenant_id, key.knowledge_space_id).await? {
+            spaces.push(json!({ "id": space.id, "name": space.name, "role": Value::Null }));
+        }
+    } else {
+        let rows = worker::store::spaces::page_for_member(db, &caller.tenant_id, &caller.subject_id, None, 100).await?;
+        for space in rows {
+            let role = space_access(db, caller, space.id).await?.and_then(|access| access.role());
+            spaces.push(json!({ "id": space.id, "name": space.name, "role": role }));
+        }
+    }
+    Ok(json!({ "spaces": spaces }))
+}
+
+async fn start_research(state: &AppState, caller: &Principal, args: StartArgs) -> Result<Value, ApiError> {
+    let mode = match args.mode.as_deref() {
+        None => None,
+        Some(text) => Some(
+            serde_json::from_value::<ResearchMode>(json!(text))
+                .map_err(|_| ApiError::bad_input("mode must be one of auto, fast, research, deep"))?
+                .into(),
+        ),
+    };
+    let input = CreateResearchTaskInput {
+        knowledge_space_id: args.space_id,
+        query: args.question,
+        mode,
+        top_k: args.top_k,
+        budget_usd: args.budget_usd,
+        limits: args.limits.map(Json),
+        metadata: None,
+        idempotency_key: args.idempotency_key,
+    };
+    let task = create_task(state, caller, input).await?;
+    Ok(task_state(&task))
+}
+
+async fn cancel_research(state: &AppState, caller: &Principal, id: Uuid) -> Result<Value, ApiError> {
+    let task = run_command(state, caller, id, None, Command::Cancel).await?;
+    Ok(task_state(&task))
+}
+
+async fn get_research(state: &AppState, caller: &Principal, id: Uuid) -> Result<Value, ApiError> {
+    let db = &state.db;
+    let task = visible_task(db, caller, id).await?.ok_or(ApiError::NotFound)?;
+    let mut result = task_state(&task);
+    let rounds = worker::store::journal::by_key_prefix::<partial::Entity, _>(db, task.id, "evidence")
+        .await?
+        .into_iter()
+        .filter(|row| row.idempotency_key == "evidence" || row.idempotency_key.starts_with("evidence:r"))
+        .count();
+    result["rounds_done"] = json!(rounds);
+    result["cost_usd"] = json!(worker::cost::nanos_to_usd(worker::cost::spent_nanos(&task.cost)));
+    if let Some(wait) = worker::lifecycle::awaiting(db, &task).await? {
+        let mut awaiting = json!({
+            "reason": wait.reason,
+            "until": crate::graphql::types::datetime(wait.until).to_rfc3339(),
+        });
+        if let Some(plan) = &wait.proposed_plan {
+            awaiting["plan"] = json!(worker::lifecycle::plan_queries(plan));
+        }
+        if let Some(question) = &wait.question {
+            awaiting["question"] = json!(question);
+        }
+        result["awaiting"] = awaiting;
+    }
+    if task.stage == Stage::Failed
+        && let Some(error) = &task.error
+    {
+        result["error"] = json!(error);
+    }
+    if task.stage == Stage::Completed
+        && let Some(trace) =
+            worker::store::answer_traces::find_for_task(db, &task.tenant_id, &task.subject_id, task.id).await?
+        && trace_is_visible(db, caller, &trace).await?
+    {
+        result["answer"] = json!(trace.answer);
+        let citations: Vec<Value> = trace
+            .evidence
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+            .map(|(index, item)| {
+                json!({
+                    "n": item.get("citation").and_then(Value::as_i64).unwrap_or(index as i64 + 1),
+                    "title": item.get("title").and_then(Value::as_str).unwrap_or_default(),
+                    "passage_id": item.get("passage_id").cloned().unwrap_or(Value::Null),
+                    "text": item.get("text").and_then(Value::as_str).filter(|text| !text.is_empty())
+                        .or_else(|| item.get("snippet").and_then(Value::as_str)).unwrap_or_default(),
+                    "document_id": item.get("document_id").and_then(Value::as_str).unwrap_or_default(),
+                    "char_start": item.get("char_start").cloned().unwrap_or(Value::Null),
+                    "char_end": item.get("char_end").cloned().unwrap_or(Value::Null),
+                })
+            })
+            .collect();
+        result["citations"] = json!(citations);
+    }
+    Ok(result)
+}
+
+/// `{task_id, stage}` with the stage in lower case, as GraphQL's enum value.
+fn task_state(task: &job::Model) -> Value {
+    json!({ "task_id": task.id, "stage": task.stage.as_str() })
+}

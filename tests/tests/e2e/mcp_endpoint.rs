@@ -1,0 +1,409 @@
+//! The `/mcp` endpoint with the official SDK clients (the TypeScript SDK from npm, the
+//! Python SDK from PyPI) and with raw HTTP where the contract is about the wire: a task
+//! created over MCP is an ordinary task (its channel `MCP`), every read goes through the
+//! caller's grant, refusals carry GraphQL's codes, and the guard answers 401, 403 and 400
+//! as the protocol and OAuth's protected resource metadata say.
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::{Context as _, ensure};
+use kfs_tests::{DbTest, TestDb, db_tests, ensure_eq};
+use serde_json::{Value, json};
+
+use crate::api_support::{Api, string_at};
+use crate::http_contract::node_clients;
+use crate::research_openai::{DOCUMENTS, space_with_documents};
+
+pub fn tests() -> Vec<DbTest> {
+    db_tests![
+        the_typescript_sdk_lists_the_tools_starts_research_and_reads_the_cited_answer,
+        research_waits_for_the_answer_with_progress_and_search_and_fetch_stay_in_the_callers_spaces,
+        tasks_are_ordinary_tasks_read_only_through_the_callers_grant,
+        the_python_sdk_connects_lists_and_calls,
+        the_guard_answers_401_403_and_400_as_the_protocol_says,
+    ]
+}
+
+/// The server's MCP URL.
+fn mcp_url(api: &Api) -> String {
+    format!("{}/mcp", api.server.server.base_url())
+}
+
+/// Runs the TypeScript SDK client with `script`; returns its JSON lines.
+async fn typescript(api: &Api, bearer: &str, script: Value) -> anyhow::Result<Vec<Value>> {
+    let dir = node_clients()?;
+    let run = tokio::process::Command::new("node")
+        .arg(dir.join("node/mcp-research.mjs"))
+        .args([mcp_url(api), bearer.to_owned(), script.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(Duration::from_secs(120), run).await.context("the MCP client hung")??;
+    ensure!(
+        output.status.success(),
+        "the TypeScript MCP client failed ({}): {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).with_context(|| format!("node printed {line}")))
+        .collect()
+}
+
+/// The result of the line that called `tool` (the `n`-th such line).
+fn call_result(lines: &[Value], tool: &str, n: usize) -> anyhow::Result<Value> {
+    lines
+        .iter()
+        .filter(|line| line["call"] == json!(tool))
+        .nth(n)
+        .cloned()
+        .with_context(|| format!("no call {n} of {tool} in {lines:#?}"))
+}
+
+/// A raw JSON-RPC POST to `/mcp`; returns the status, headers and body text.
+async fn post(
+    api: &Api,
+    bearer: Option<&str>,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> anyhow::Result<(u16, reqwest::header::HeaderMap, String)> {
+    let mut request = api
+        .server
+        .http
+        .post(mcp_url(api))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .body(body.to_owned());
+    if let Some(bearer) = bearer {
+        request = request.bearer_auth(bearer);
+    }
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await?;
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    Ok((status, headers, response.text().await?))
+}
+
+/// A `tools/call` over raw HTTP; returns the JSON-RPC response.
+async fn call(api: &Api, bearer: &str, tool: &str, arguments: Value) -> anyhow::Result<Value> {
+    let body = json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": { "name": tool, "arguments": arguments } });
+    let (status, _, text) = post(api, Some(bearer), &[], &body.to_string()).await?;
+    ensure_eq!(status, 200, "{text}");
+    serde_json::from_str(&text).with_context(|| format!("not JSON: {text}"))
+}
+
+/// A tool result's error text (empty when it did not fail).
+fn error_text(response: &Value) -> String {
+    if response["result"]["isError"] != json!(true) {
+        return String::new();
+    }
+    response["result"]["content"][0]["text"].as_str().unwrap_or_default().to_owned()
+}
+
+async fn the_typescript_sdk_lists_the_tools_starts_research_and_reads_the_cited_answer(
+    db: TestDb,
+) -> anyhow::Result<()> {
+    let api = crate::live_support::api_with(&db, |settings| settings.embedded_worker = true).await?;
+    let (space, token) = space_with_documents(&api).await?;
+    let script = json!([
+        { "call": "list_spaces" },
+        { "call": "start_research", "arguments": { "space_id": space, "question": "How do bees make honey?", "mode": "research" } },
+        { "until": "get_research", "arguments": { "task_id": "$task" }, "stage": ["completed", "failed", "canceled"] },
+    ]);
+    let lines = typescript(&api, &token, script).await?;
+    // Every tool listed with both schemas.
+    let tools = lines.iter().find_map(|line| line["tools"].as_array()).context("no tools line")?;
+    let names: Vec<&str> = tools.iter().filter_map(|tool| tool["name"].as_str()).collect();
+    ensure_eq!(
+        names,
+        ["list_spaces", "start_research", "get_research", "cancel_research", "research", "search", "fetch"]
+    );
+    ensure!(
+        tools.iter().all(|tool| tool["inputSchema"]["type"] == json!("object") && tool["outputSchema"].is_object()),
+        "{tools:#?}"
+    );
+    let spaces = call_result(&lines, "list_spaces", 0)?;
+    ensure_eq!(
+        spaces["result"]["structuredContent"]["spaces"],
+        json!([{ "id": space, "name": "alice's space", "role": "owner" }])
+    );
+    // The same result as JSON text beside the structured content.
+    let text: Value = serde_json::from_str(spaces["result"]["content"][0]["text"].as_str().unwrap_or_default())?;
+    ensure_eq!(text, spaces["result"]["structuredContent"]);
+    let started = call_result(&lines, "start_research", 0)?;
+    ensure_eq!(started["result"]["structuredContent"]["stage"], json!("queued"));
+    let task = string_at(&started, "/result/structuredContent/task_id")?;
+    let done = call_result(&lines, "get_research", 0)?["result"]["structuredContent"].clone();
+    ensure_eq!(done["stage"], json!("completed"), "{done}");
+    ensure!(done["rounds_done"].as_i64().is_some_and(|rounds| rounds >= 1), "{done}");
+    // The citations are the trace's evidence, as GraphQL shows it to the same subject.
+    let read =
+        "query($id: UUID!) { researchTask(id: $id) { accessChannel answerTrace { answer evidence accessChannel } } }";
+    let graphql = api.data(Some(&token), read, json!({ "id": task })).await?;
+    let trace = &graphql["researchTask"]["answerTrace"];
+    ensure_eq!(done["answer"], trace["answer"]);
+    let evidence = trace["evidence"].as_array().cloned().unwrap_or_default();
+    let citations = done["citations"].as_array().cloned().unwrap_or_default();
+    ensure!(!citations.is_empty() && citations.len() == evidence.len(), "{citations:#?} / {evidence:#?}");
+    for (citation, item) in citations.iter().zip(&evidence) {
+        ensure_eq!(
+            (
+                &citation["n"],
+                &citation["passage_id"],
+                &citation["document_id"],
+                &citation["char_start"],
+                &citation["text"]
+            ),
+            (&item["citation"], &item["passage_id"], &item["document_id"], &item["char_start"], &item["text"])
+        );
+    }
+    ensure_eq!(
+        (&graphql["researchTask"]["accessChannel"], &trace["accessChannel"]),
+        (&json!("MCP"), &json!("MCP")),
+        "a JWT caller's task through /mcp is on the mcp channel"
+    );
+    api.stop().await;
+    Ok(())
+}
+
+async fn research_waits_for_the_answer_with_progress_and_search_and_fetch_stay_in_the_callers_spaces(
+    db: TestDb,
+) -> anyhow::Result<()> {
+    let api = crate::live_support::api_with(&db, |settings| settings.embedded_worker = true).await?;
+    let (space, token) = space_with_documents(&api).await?;
+    let script = json!([
+        { "research": { "space_id": space, "question": "How do bees make honey?", "mode": "fast" } },
+        { "call": "search", "arguments": { "query": "wax glands" } },
+        { "call": "search", "arguments": { "query": "wax", "space_id": space } },
+    ]);
+    let lines = typescript(&api, &token, script).await?;
+    let research = call_result(&lines, "research", 0)?;
+    let progress = research["progress"].as_array().cloned().unwrap_or_default();
+    ensure!(progress.len() >= 3, "a notification per stage: {progress:#?}");
+    let task = string_at(&research, "/result/structuredContent/task_id")?;
+    ensure!(
+        progress[0]["message"].as_str().is_some_and(|message| message.contains(&task)),
+        "the first progress message names the task: {progress:#?}"
+    );
+    let numbers: Vec<f64> = progress.iter().filter_map(|p| p["progress"].as_f64()).collect();
+    ensure!(numbers.windows(2).all(|pair| pair[0] < pair[1]), "progress increases: {numbers:?}");
+    let result = &research["result"]["structuredContent"];
+    ensure_eq!(result["stage"], json!("completed"), "{research}");
+    ensure!(result["answer"].as_str().is_some_and(|answer| answer.contains("[1]")), "{result}");
+
+    // Search finds the wax passage in the caller's space, with a URL that answers fetch.
+    let found = call_result(&lines, "search", 0)?["result"]["structuredContent"]["results"].clone();
+    let first = found.as_array().and_then(|results| results.first()).cloned().context("no search result")?;
+    ensure_eq!(first["title"], json!("Wax"), "{found}");
+    ensure_eq!(call_result(&lines, "search", 1)?["result"]["structuredContent"]["results"][0]["id"], first["id"]);
+    let fetched = call(&api, &token, "fetch", json!({ "id": first["id"] })).await?;
+    let item = &fetched["result"]["structuredContent"];
+    ensure_eq!((&item["title"], &item["text"]), (&json!("Wax"), &json!(DOCUMENTS[1].1)), "{fetched}");
+    let url = item["url"].as_str().unwrap_or_default();
+    ensure!(url.starts_with(&api.server.server.base_url()), "{url}");
+    let over_http: Value = api.server.http.get(url).bearer_auth(&token).send().await?.json().await?;
+    ensure_eq!(&over_http, item, "the item's URL answers the same fetch");
+    let anonymous = api.server.http.get(url).send().await?.status().as_u16();
+    ensure_eq!(anonymous, 401);
+
+    // Another tenant's caller: the same ids answer as ids that do not exist.
+    let stranger = kfs_tests::server::TestServer::token("mallory", "another-tenant");
+    let random = uuid::Uuid::new_v4();
+    for id in [first["id"].clone(), json!(random)] {
+        let refused = call(&api, &stranger, "fetch", json!({ "id": id })).await?;
+        ensure_eq!(error_text(&refused), "NOT_FOUND: not found", "{refused}");
+    }
+    let theirs = call(&api, &stranger, "search", json!({ "query": "wax glands" })).await?;
+    ensure_eq!(theirs["result"]["structuredContent"]["results"], json!([]), "{theirs}");
+    let other_space = call(&api, &stranger, "search", json!({ "query": "wax", "space_id": space })).await?;
+    ensure_eq!(error_text(&other_space), "NOT_FOUND: not found");
+    let fetched_by_stranger = api.server.http.get(url).bearer_auth(&stranger).send().await?.status().as_u16();
+    ensure_eq!(fetched_by_stranger, 404);
+    api.stop().await;
+    Ok(())
+}
+
+async fn tasks_are_ordinary_tasks_read_only_through_the_callers_grant(db: TestDb) -> anyhow::Result<()> {
+    // No worker: tasks stay where the test puts them.
+    let api = Api::start(&db).await?;
+    let (space, alice) = space_with_documents(&api).await?;
+    api.member("alice", &space, "bob", "VIEWER").await?;
+    let bob = api.token("bob");
+    let started =
+        call(&api, &alice, "start_research", json!({ "space_id": space, "question": "How do bees make honey?" }))
+            .await?;
+    let task = string_at(&started, "/result/structuredContent/task_id")?;
+    let queued = call(&api, &alice, "get_research", json!({ "task_id": task })).await?;
+    ensure_eq!(queued["result"]["structuredContent"]["stage"], json!("queued"), "{queued}");
+
+    // Another subject of the same space, and a random id, get exactly the same answer.
+    let random = uuid::Uuid::new_v4().to_string();
+    for tool in ["get_research", "cancel_research"] {
+        let theirs = call(&api, &bob, tool, json!({ "task_id": task })).await?;
+        let missing = call(&api, &alice, tool, json!({ "task_id": random })).await?;
+        ensure_eq!(error_text(&theirs), "NOT_FOUND: not found", "{theirs}");
+        ensure_eq!(theirs["result"], missing["result"], "{tool}");
+    }
+    // Bad input: GraphQL's codes, as tool results a model can read.
+    for (tool, arguments, needle) in [
+        ("start_research", json!({ "space_id": space, "question": "" }), "query must not be empty"),
+        ("start_research", json!({ "space_id": space, "question": "q", "mode": "thorough" }), "mode must be one of"),
+        (
+            "start_research",
+            json!({ "space_id": space, "question": "q", "limits": { "max_rounds": 9 } }),
+            "limits.max_rounds",
+        ),
+        ("start_research", json!({ "space_id": space, "question": "q", "colour": "red" }), "unknown field"),
+        ("start_research", json!({ "space_id": space, "question": "x".repeat(4_001) }), "at most 4000"),
+        ("get_research", json!({ "task_id": "not-a-uuid" }), "invalid arguments"),
+        ("get_research", json!({}), "missing field"),
+    ] {
+        let refused = call(&api, &alice, tool, arguments.clone()).await?;
+        let text = error_text(&refused);
+        ensure!(text.starts_with("BAD_USER_INPUT: ") && text.contains(needle), "{arguments}: {refused}");
+    }
+    // Another space: NOT_FOUND, as for GraphQL.
+    let elsewhere =
+        call(&api, &alice, "start_research", json!({ "space_id": uuid::Uuid::new_v4(), "question": "q" })).await?;
+    ensure_eq!(error_text(&elsewhere), "NOT_FOUND: not found");
+
+    // Cancel twice: canceled both times, one event.
+    for _ in 0..2 {
+        let canceled = call(&api, &alice, "cancel_research", json!({ "task_id": task })).await?;
+        ensure_eq!(canceled["result"]["structuredContent"], json!({ "task_id": task, "stage": "canceled" }));
+    }
+    let read = "query($id: UUID!) { researchTask(id: $id) { stage accessChannel rowVersion } }";
+    let graphql = api.data(Some(&alice), read, json!({ "id": task })).await?;
+    ensure_eq!(graphql["researchTask"]["stage"], json!("CANCELED"));
+    ensure_eq!(graphql["researchTask"]["accessChannel"], json!("MCP"));
+
+    // An API key's tasks keep service_api; a key revoked mid-session is refused at once.
+    let (key_id, key) = api.key("alice", &space).await?;
+    let by_key =
+        call(&api, &key, "start_research", json!({ "space_id": space, "question": "How do bees make honey?" })).await?;
+    let key_task = string_at(&by_key, "/result/structuredContent/task_id")?;
+    let channel = api.data(Some(&key), read, json!({ "id": key_task })).await?;
+    ensure_eq!(channel["researchTask"]["accessChannel"], json!("SERVICE_API"));
+    api.data(Some(&alice), "mutation($id: UUID!) { revokeApiKey(id: $id) { id } }", json!({ "id": key_id })).await?;
+    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" }).to_string();
+    let (status, _, _) = post(&api, Some(&key), &[], &body).await?;
+    ensure_eq!(status, 401, "a revoked key's next request");
+    api.stop().await;
+    Ok(())
+}
+
+async fn the_python_sdk_connects_lists_and_calls(db: TestDb) -> anyhow::Result<()> {
+    let api = Api::start(&db).await?;
+    let (space, token) = space_with_documents(&api).await?;
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("python/mcp_client.py");
+    let run = tokio::process::Command::new("python3")
+        .arg(script)
+        .args([mcp_url(&api), token.clone(), "list_spaces".to_owned(), "{}".to_owned()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(Duration::from_secs(60), run).await.context("the Python client hung")??;
+    ensure!(
+        output.status.success(),
+        "the Python MCP client failed (pip install -r tests/python/requirements.txt): {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let lines: Vec<Value> =
+        String::from_utf8_lossy(&output.stdout).lines().map(serde_json::from_str).collect::<Result<_, _>>()?;
+    ensure_eq!(lines[0]["connected"], json!("kfs-research"), "{lines:?}");
+    ensure!(lines[1]["tools"].as_array().is_some_and(|tools| tools.len() == 7), "{lines:?}");
+    ensure_eq!(lines[2]["isError"], json!(false), "{lines:?}");
+    ensure_eq!(lines[2]["structuredContent"]["spaces"][0]["id"], json!(space), "{lines:?}");
+    api.stop().await;
+    Ok(())
+}
+
+async fn the_guard_answers_401_403_and_400_as_the_protocol_says(db: TestDb) -> anyhow::Result<()> {
+    let api = Api::start(&db).await?;
+    let (_, token) = space_with_documents(&api).await?;
+    let base = api.server.server.base_url();
+    let list = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" }).to_string();
+    let challenge = format!("Bearer resource_metadata=\"{base}/.well-known/oauth-protected-resource/mcp\"");
+
+    // No token, a bad token, a token in the query string: 401 with the challenge.
+    for bearer in [None, Some("not-a-token"), Some("kfs_00000000000000000000000000000000_nope")] {
+        let (status, headers, body) = post(&api, bearer, &[], &list).await?;
+        ensure_eq!(status, 401, "{bearer:?}: {body}");
+        ensure_eq!(headers.get("www-authenticate").and_then(|v| v.to_str().ok()), Some(challenge.as_str()));
+        let error: Value = serde_json::from_str(&body)?;
+        ensure!(error["error"]["message"].as_str().is_some_and(|m| m.starts_with("UNAUTHENTICATED")), "{body}");
+    }
+    let in_query =
+        api.server.http.post(format!("{}?access_token={token}", mcp_url(&api))).body(list.clone()).send().await?;
+    ensure_eq!(in_query.status().as_u16(), 401, "a token in the query string is ignored");
+
+    // The protected resource metadata.
+    let metadata: Value =
+        api.server.http.get(format!("{base}/.well-known/oauth-protected-resource/mcp")).send().await?.json().await?;
+    ensure_eq!(
+        metadata,
+        json!({
+            "resource": format!("{base}/mcp"),
+            "authorization_servers": [],
+            "bearer_methods_supported": ["header"],
+            "resource_name": "Knowledge-space research",
+        })
+    );
+
+    // Audience binding: none or this resource is accepted, another is refused.
+    let tenant = api.tenant.clone();
+    let signed = |aud: Value| {
+        let mut claims = json!({ "sub": "alice", "tenant": tenant, "exp": kfs_tests::server::chrono_now() + 600 });
+        if !aud.is_null() {
+            claims["aud"] = aud;
+        }
+        let key = jsonwebtoken::EncodingKey::from_secret(kfs_tests::server::TEST_JWT_SECRET.as_bytes());
+        jsonwebtoken::encode(&jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256), &claims, &key)
+    };
+    for (aud, expected) in [
+        (Value::Null, 200),
+        (json!(format!("{base}/mcp")), 200),
+        (json!(["https://elsewhere.example", format!("{base}/mcp")]), 200),
+        (json!("https://elsewhere.example/mcp"), 401),
+        (json!(["kfs-api"]), 401),
+    ] {
+        let (status, _, body) = post(&api, Some(&signed(aud.clone())?), &[], &list).await?;
+        ensure_eq!(status, expected, "aud {aud}: {body}");
+    }
+
+    // Origins: none, this server's own, or a configured one; any other is 403.
+    let (status, _, body) = post(&api, Some(&token), &[("origin", "https://evil.example")], &list).await?;
+    ensure_eq!(status, 403, "{body}");
+    let (status, _, _) = post(&api, Some(&token), &[("origin", base.as_str())], &list).await?;
+    ensure_eq!(status, 200);
+    let (status, _, _) = post(&api, Some(&token), &[("host", "evil.example")], &list).await?;
+    ensure_eq!(status, 403, "a Host other than the public URL's or loopback");
+
+    // Malformed JSON and non-JSON-RPC bodies: 400 with a JSON-RPC error; an unknown tool
+    // is a protocol error.
+    for (body, code) in
+        [("{not json", -32700), ("[]", -32600), ("{\"jsonrpc\":\"2.0\",\"id\":1}", -32600), ("42", -32600)]
+    {
+        let (status, _, text) = post(&api, Some(&token), &[], body).await?;
+        ensure_eq!(status, 400, "{body}: {text}");
+        let error: Value = serde_json::from_str(&text)?;
+        ensure_eq!(error["error"]["code"], json!(code), "{body}: {text}");
+    }
+    let unknown = call(&api, &token, "no_such_tool", json!({})).await?;
+    ensure_eq!(unknown["error"]["code"], json!(-32602), "{unknown}");
+    let limit = api.server.server.state.settings.body_limit();
+    let huge = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{{\"x\":\"{}\"}}}}",
+        "x".repeat(limit)
+    );
+    let (status, _, _) = post(&api, Some(&token), &[], &huge).await?;
+    ensure_eq!(status, 413, "an oversized body");
+    api.stop().await;
+    Ok(())
+}
