@@ -8,6 +8,7 @@ mod guard;
 mod handler;
 mod library;
 mod metadata;
+mod tasks;
 mod tools;
 mod urls;
 mod waiting;

@@ -367,6 +367,20 @@ struct ResearchArgs {
     limits: Option<Value>,
 }
 
+impl ResearchArgs {
+    fn into_start(self) -> StartArgs {
+        StartArgs {
+            space_id: self.space_id,
+            question: self.question,
+            mode: self.mode,
+            top_k: self.top_k,
+            budget_usd: self.budget_usd,
+            limits: self.limits,
+            idempotency_key: None,
+        }
+    }
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SearchArgs {
@@ -386,19 +400,9 @@ async fn research(
     args: ResearchArgs,
     progress: Option<super::waiting::Progress>,
 ) -> Result<Value, ApiError> {
-    let start = StartArgs {
-        space_id: args.space_id,
-        question: args.question,
-        mode: args.mode,
-        top_k: args.top_k,
-        budget_usd: args.budget_usd,
-        limits: args.limits,
-        idempotency_key: None,
-    };
-    let created = start_research(state, caller, start).await?;
-    let id: Uuid = serde_json::from_value(created["task_id"].clone()).map_err(ApiError::internal)?;
-    super::waiting::follow(state, caller, id, progress.as_ref(), RESEARCH_WAIT).await?;
-    get_research(state, caller, id).await
+    let task = create(state, caller, args.into_start()).await?;
+    super::waiting::follow(state, caller, task.id, progress.as_ref(), RESEARCH_WAIT).await?;
+    get_research(state, caller, task.id).await
 }
 
 async fn search(state: &AppState, caller: &Principal, args: SearchArgs) -> Result<Value, ApiError> {
@@ -427,6 +431,20 @@ async fn list_spaces(state: &AppState, caller: &Principal) -> Result<Value, ApiE
 }
 
 async fn start_research(state: &AppState, caller: &Principal, args: StartArgs) -> Result<Value, ApiError> {
+    Ok(task_state(&create(state, caller, args).await?))
+}
+
+/// A `research` call's task, created and committed (the tasks extension's path).
+pub(super) async fn start_task(
+    state: &AppState,
+    caller: &Principal,
+    arguments: JsonObject,
+) -> Result<job::Model, ApiError> {
+    let args: ResearchArgs = parse(Value::Object(arguments))?;
+    create(state, caller, args.into_start()).await
+}
+
+async fn create(state: &AppState, caller: &Principal, args: StartArgs) -> Result<job::Model, ApiError> {
     let mode = match args.mode.as_deref() {
         None => None,
         Some(text) => Some(
@@ -445,8 +463,7 @@ async fn start_research(state: &AppState, caller: &Principal, args: StartArgs) -
         metadata: None,
         idempotency_key: args.idempotency_key,
     };
-    let task = create_task(state, caller, input).await?;
-    Ok(task_state(&task))
+    create_task(state, caller, input).await
 }
 
 async fn cancel_research(state: &AppState, caller: &Principal, id: Uuid) -> Result<Value, ApiError> {
@@ -454,7 +471,7 @@ async fn cancel_research(state: &AppState, caller: &Principal, id: Uuid) -> Resu
     Ok(task_state(&task))
 }
 
-async fn get_research(state: &AppState, caller: &Principal, id: Uuid) -> Result<Value, ApiError> {
+pub(super) async fn get_research(state: &AppState, caller: &Principal, id: Uuid) -> Result<Value, ApiError> {
     let db = &state.db;
     let task = visible_task(db, caller, id).await?.ok_or(ApiError::NotFound)?;
     let mut result = task_state(&task);

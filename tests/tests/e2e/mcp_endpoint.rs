@@ -21,6 +21,8 @@ pub fn tests() -> Vec<DbTest> {
         tasks_are_ordinary_tasks_read_only_through_the_callers_grant,
         the_python_sdk_connects_lists_and_calls,
         the_guard_answers_401_403_and_400_as_the_protocol_says,
+        the_tasks_extension_runs_research_as_a_task_that_asks_for_its_plan,
+        an_agent_that_calls_in_a_burst_is_held_by_the_callers_rate_and_counted,
     ]
 }
 
@@ -75,8 +77,10 @@ async fn post(
         .post(mcp_url(api))
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2025-11-25")
         .body(body.to_owned());
+    if !headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("mcp-protocol-version")) {
+        request = request.header("mcp-protocol-version", "2025-11-25");
+    }
     if let Some(bearer) = bearer {
         request = request.bearer_auth(bearer);
     }
@@ -395,6 +399,11 @@ async fn the_guard_answers_401_403_and_400_as_the_protocol_says(db: TestDb) -> a
         let error: Value = serde_json::from_str(&text)?;
         ensure_eq!(error["error"]["code"], json!(code), "{body}: {text}");
     }
+    // Stateless: no server-sent stream to GET and no session to DELETE.
+    for method in [reqwest::Method::GET, reqwest::Method::DELETE] {
+        let response = api.server.http.request(method.clone(), mcp_url(&api)).bearer_auth(&token).send().await?;
+        ensure_eq!(response.status().as_u16(), 405, "{method}");
+    }
     let unknown = call(&api, &token, "no_such_tool", json!({})).await?;
     ensure_eq!(unknown["error"]["code"], json!(-32602), "{unknown}");
     let limit = api.server.server.state.settings.body_limit();
@@ -404,6 +413,155 @@ async fn the_guard_answers_401_403_and_400_as_the_protocol_says(db: TestDb) -> a
     );
     let (status, _, _) = post(&api, Some(&token), &[], &huge).await?;
     ensure_eq!(status, 413, "an oversized body");
+    api.stop().await;
+    Ok(())
+}
+
+/// A 2026-07-28 request (stateless: the client's context in `_meta`, the method and name
+/// in headers) from a client that declares the tasks extension.
+async fn task_request(api: &Api, bearer: &str, method: &str, name: &str, mut params: Value) -> anyhow::Result<Value> {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": { "extensions": { "io.modelcontextprotocol/tasks": {} } },
+    });
+    let body = json!({ "jsonrpc": "2.0", "id": 9, "method": method, "params": params }).to_string();
+    let headers = [("mcp-protocol-version", "2026-07-28"), ("mcp-method", method), ("mcp-name", name)];
+    let (status, _, text) = post(api, Some(bearer), &headers, &body).await?;
+    ensure_eq!(status, 200, "{method}: {text}");
+    serde_json::from_str(&text).with_context(|| format!("not JSON: {text}"))
+}
+
+/// Polls `tasks/get` until the task's status is one of `statuses`.
+async fn task_until(api: &Api, bearer: &str, id: &str, statuses: &[&str]) -> anyhow::Result<Value> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let got = task_request(api, bearer, "tasks/get", id, json!({ "taskId": id })).await?;
+        let status = got["result"]["status"].as_str().unwrap_or_default().to_owned();
+        if statuses.contains(&status.as_str()) || got.get("error").is_some() {
+            return Ok(got);
+        }
+        ensure!(std::time::Instant::now() < deadline, "task {id} stayed {status}: {got}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn the_tasks_extension_runs_research_as_a_task_that_asks_for_its_plan(db: TestDb) -> anyhow::Result<()> {
+    let api = crate::live_support::api_with(&db, |settings| settings.embedded_worker = true).await?;
+    let (space, token) = space_with_documents(&api).await?;
+    let arguments = json!({
+        "space_id": space, "question": "How do bees make honey?", "mode": "research",
+        "limits": { "approve_plan": true, "max_rounds": 1 },
+    });
+    let created =
+        task_request(&api, &token, "tools/call", "research", json!({ "name": "research", "arguments": arguments }))
+            .await?;
+    ensure_eq!(
+        (&created["result"]["resultType"], &created["result"]["status"]),
+        (&json!("task"), &json!("working")),
+        "{created}"
+    );
+    let id = string_at(&created, "/result/taskId")?;
+    // The research task was committed before the answer: GraphQL reads it under that id.
+    let read = "query($id: UUID!) { researchTask(id: $id) { id accessChannel } }";
+    ensure_eq!(api.data(Some(&token), read, json!({ "id": id })).await?["researchTask"]["accessChannel"], json!("MCP"));
+
+    // The plan waits for approval: input_required with an elicitation holding the plan.
+    let waiting = task_until(&api, &token, &id, &["input_required", "completed", "failed"]).await?;
+    ensure_eq!(waiting["result"]["status"], json!("input_required"), "{waiting}");
+    let request = &waiting["result"]["inputRequests"]["plan_approval"];
+    ensure_eq!(request["method"], json!("elicitation/create"), "{waiting}");
+    ensure!(request["params"]["requestedSchema"]["properties"]["sub_queries"].is_object(), "{waiting}");
+    // Another subject's view of the task is a random id's.
+    let stranger = kfs_tests::server::TestServer::token("mallory", "another-tenant");
+    let theirs = task_request(&api, &stranger, "tasks/get", &id, json!({ "taskId": id })).await?;
+    let random = uuid::Uuid::new_v4().to_string();
+    let missing = task_request(&api, &token, "tasks/get", &random, json!({ "taskId": random })).await?;
+    ensure_eq!(theirs["error"], missing["error"], "{theirs}");
+    ensure_eq!(theirs["error"]["message"], json!("NOT_FOUND: not found"));
+
+    // The person edits the plan; round 1 searches exactly that, and the task completes.
+    let responses =
+        json!({ "plan_approval": { "action": "accept", "content": { "sub_queries": "wax glands\nnectar" } } });
+    let updated =
+        task_request(&api, &token, "tasks/update", &id, json!({ "taskId": id, "inputResponses": responses })).await?;
+    ensure!(updated.get("error").is_none(), "{updated}");
+    let done = task_until(&api, &token, &id, &["completed", "failed", "cancelled"]).await?;
+    ensure_eq!(done["result"]["status"], json!("completed"), "{done}");
+    let result = &done["result"]["result"]["structuredContent"];
+    ensure!(result["answer"].as_str().is_some_and(|answer| answer.contains("[1]")), "{done}");
+    let events = "query($id: UUID!) { researchTask(id: $id) { progressEvents(first: 50) { payload } } }";
+    let journal = api.call(Some(&token), events, json!({ "id": id })).await?;
+    let resumed = journal["data"]["researchTask"]["progressEvents"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|event| event["payload"]["reason"] == json!("plan_approval") && event["payload"].get("edited").is_some())
+        .cloned();
+    ensure_eq!(
+        resumed.map(|event| event["payload"]["plan"].clone()),
+        Some(json!(["wax glands", "nectar"])),
+        "{journal}"
+    );
+
+    // tasks/cancel cancels; a budget the caller set is a completed call with an error result.
+    let arguments =
+        json!({ "space_id": space, "question": "How do bees make honey?", "limits": { "approve_plan": true } });
+    let second =
+        task_request(&api, &token, "tools/call", "research", json!({ "name": "research", "arguments": arguments }))
+            .await?;
+    let second = string_at(&second, "/result/taskId")?;
+    task_until(&api, &token, &second, &["input_required"]).await?;
+    let canceled = task_request(&api, &token, "tasks/cancel", &second, json!({ "taskId": second })).await?;
+    ensure!(canceled.get("error").is_none(), "{canceled}");
+    ensure_eq!(task_until(&api, &token, &second, &["cancelled"]).await?["result"]["status"], json!("cancelled"));
+    let arguments = json!({ "space_id": space, "question": "How do bees make honey?", "budget_usd": 0.000000001 });
+    let poor =
+        task_request(&api, &token, "tools/call", "research", json!({ "name": "research", "arguments": arguments }))
+            .await?;
+    let poor = string_at(&poor, "/result/taskId")?;
+    let ended = task_until(&api, &token, &poor, &["completed", "failed"]).await?;
+    ensure_eq!(
+        (&ended["result"]["status"], &ended["result"]["result"]["isError"]),
+        (&json!("completed"), &json!(true)),
+        "{ended}"
+    );
+    api.stop().await;
+    Ok(())
+}
+
+async fn an_agent_that_calls_in_a_burst_is_held_by_the_callers_rate_and_counted(db: TestDb) -> anyhow::Result<()> {
+    let api = crate::live_support::api_with(&db, |settings| settings.rate_requests_per_second = Some(3)).await?;
+    let token = api.token("alice");
+    let list = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": { "name": "list_spaces", "arguments": {} } })
+        .to_string();
+    // Twenty calls at once: the bucket's burst passes, the rest are 429 with Retry-After.
+    let calls = (0..20).map(|_| post(&api, Some(&token), &[], &list));
+    let answers = futures_util::future::join_all(calls).await;
+    let mut limited = 0;
+    for answer in answers {
+        let (status, headers, body) = answer?;
+        match status {
+            200 => {}
+            429 => {
+                limited += 1;
+                ensure!(headers.contains_key("retry-after"), "{body}");
+                ensure!(body.contains("RATE_LIMITED"), "{body}");
+            }
+            other => anyhow::bail!("status {other}: {body}"),
+        }
+    }
+    ensure!(limited >= 15, "{limited} of 20 were held");
+    // The calls that ran are counted by tool and outcome; the metric exists at zero for
+    // every tool before any call.
+    let metrics = api.server.http.get(format!("{}/metrics", api.server.server.base_url())).send().await?.text().await?;
+    let counted = |tool: &str, outcome: &str| {
+        metrics.lines().any(|line| {
+            line.starts_with("mcp_tool_calls_total{")
+                && line.contains(&format!("tool=\"{tool}\""))
+                && line.contains(&format!("outcome=\"{outcome}\""))
+        })
+    };
+    ensure!(counted("list_spaces", "ok") && counted("fetch", "refused") && counted("research", "error"), "{metrics}");
     api.stop().await;
     Ok(())
 }
