@@ -172,7 +172,8 @@ pub fn all() -> Vec<Tool> {
             "research",
             "Research a question over a knowledge space and wait for the cited answer (progress is reported \
              at each stage and round when the call carries a progress token; the task's id is in the first \
-             progress message, so get_research can pick it up if the call is abandoned).",
+             progress message, so get_research can pick it up if the call is abandoned). At most 8 calls of \
+             one caller wait at once; more are RATE_LIMITED (use start_research and get_research).",
             json!({
                 "type": "object",
                 "properties": {
@@ -400,6 +401,8 @@ async fn research(
     args: ResearchArgs,
     progress: Option<super::waiting::Progress>,
 ) -> Result<Value, ApiError> {
+    // The place first: a call refused for it creates nothing.
+    let _slot = super::waiting::Slot::take(caller)?;
     let task = create(state, caller, args.into_start()).await?;
     super::waiting::follow(state, caller, task.id, progress.as_ref(), RESEARCH_WAIT).await?;
     get_research(state, caller, task.id).await

@@ -22,6 +22,44 @@ pub struct Progress {
     pub peer: rmcp::Peer<rmcp::RoleServer>,
 }
 
+/// The most `research` calls one caller may have waiting at once (in this process): an
+/// agent that opens a thousand is told to use `start_research` and `get_research`.
+pub const MAX_WAITS_PER_CALLER: usize = 8;
+
+/// The callers' waiting `research` calls, by caller.
+static WAITING: std::sync::LazyLock<std::sync::Mutex<std::collections::HashMap<String, usize>>> =
+    std::sync::LazyLock::new(Default::default);
+
+/// A waiting call's place, given back when it ends (however it ends).
+pub struct Slot(String);
+
+impl Slot {
+    /// A place for one more waiting call of `caller`, unless it already has the most.
+    pub fn take(caller: &Principal) -> Result<Self, ApiError> {
+        let key = format!("{}\u{0}{}", caller.tenant_id, caller.subject_id);
+        let mut waiting = WAITING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let count = waiting.entry(key.clone()).or_default();
+        if *count >= MAX_WAITS_PER_CALLER {
+            // Held like a burst of requests; the tool's description says why.
+            return Err(ApiError::RateLimited { retry_after_secs: 5 });
+        }
+        *count += 1;
+        Ok(Self(key))
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut waiting = WAITING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(count) = waiting.get_mut(&self.0) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                waiting.remove(&self.0);
+            }
+        }
+    }
+}
+
 /// How often the wait reads the journal when no signal arrives (another process's worker
 /// may be running the task).
 const POLL: std::time::Duration = std::time::Duration::from_millis(500);

@@ -23,6 +23,8 @@ pub fn tests() -> Vec<DbTest> {
         the_guard_answers_401_403_and_400_as_the_protocol_says,
         the_tasks_extension_runs_research_as_a_task_that_asks_for_its_plan,
         an_agent_that_calls_in_a_burst_is_held_by_the_callers_rate_and_counted,
+        research_calls_waiting_at_once_are_bounded_per_caller_and_end_with_their_task,
+        an_identity_providers_token_may_name_this_resource_as_its_audience,
     ]
 }
 
@@ -562,6 +564,109 @@ async fn an_agent_that_calls_in_a_burst_is_held_by_the_callers_rate_and_counted(
         })
     };
     ensure!(counted("list_spaces", "ok") && counted("fetch", "refused") && counted("research", "error"), "{metrics}");
+    api.stop().await;
+    Ok(())
+}
+
+async fn research_calls_waiting_at_once_are_bounded_per_caller_and_end_with_their_task(
+    db: TestDb,
+) -> anyhow::Result<()> {
+    // No worker: every research call waits until its task ends.
+    let api = Api::start(&db).await?;
+    let (space, token) = space_with_documents(&api).await?;
+    let arguments = json!({ "space_id": space, "question": "How do bees make honey?" });
+    let mut waiting = Vec::new();
+    for _ in 0..8 {
+        let (server, token, arguments) = (api.server.server.base_url(), token.clone(), arguments.clone());
+        let http = api.server.http.clone();
+        waiting.push(tokio::spawn(async move {
+            let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": { "name": "research", "arguments": arguments } });
+            let response = http
+                .post(format!("{server}/mcp"))
+                .bearer_auth(token)
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-protocol-version", "2025-11-25")
+                .body(body.to_string())
+                .send()
+                .await?;
+            anyhow::Ok(response.text().await?)
+        }));
+    }
+    let list = "query($s: UUID!) { researchTasks(knowledgeSpaceId: $s, first: 50) { edges { node { id } } } }";
+    let ids = |data: Value| -> Vec<String> {
+        data["researchTasks"]["edges"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|edge| edge["node"]["id"].as_str().map(str::to_owned))
+            .collect()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let tasks = loop {
+        let tasks = ids(api.data(Some(&token), list, json!({ "s": space })).await?);
+        if tasks.len() == 8 {
+            break tasks;
+        }
+        ensure!(std::time::Instant::now() < deadline, "{} tasks", tasks.len());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    // A ninth is held, and creates nothing.
+    let ninth = call(&api, &token, "research", arguments.clone()).await?;
+    ensure!(error_text(&ninth).starts_with("RATE_LIMITED: "), "{ninth}");
+    ensure_eq!(ids(api.data(Some(&token), list, json!({ "s": space })).await?).len(), 8);
+    // Canceling the tasks ends the calls, each with its task as it ended.
+    for task in &tasks {
+        call(&api, &token, "cancel_research", json!({ "task_id": task })).await?;
+    }
+    for handle in waiting {
+        let text = tokio::time::timeout(Duration::from_secs(30), handle).await???;
+        let answer: Value = serde_json::from_str(&text).with_context(|| text.clone())?;
+        ensure_eq!(answer["result"]["structuredContent"]["stage"], json!("canceled"), "{text}");
+    }
+    // Their places are free again.
+    let again = call(&api, &token, "start_research", arguments).await?;
+    ensure!(error_text(&again).is_empty(), "{again}");
+    api.stop().await;
+    Ok(())
+}
+
+async fn an_identity_providers_token_may_name_this_resource_as_its_audience(db: TestDb) -> anyhow::Result<()> {
+    use kfs_tests::jwks_server::{JwksServer, TestKey};
+    let provider = JwksServer::start(&[TestKey::RsaA]).await?;
+    let issuer = api::auth::IssuerSettings {
+        issuer: provider.issuer(),
+        audience: vec!["kfs".to_owned()],
+        jwks_url: provider.jwks_url(),
+        algorithms: vec!["RS256".to_owned()],
+        subject_claim: "sub".to_owned(),
+        tenant_claim: "tenant".to_owned(),
+        channel_claim: "channel".to_owned(),
+    };
+    let server = kfs_tests::server::TestServer::start_with(&db.url, move |settings| {
+        settings.jwt_issuers = vec![issuer];
+    })
+    .await?;
+    let api = Api { server, tenant: format!("tenant-{}", uuid::Uuid::new_v4().simple()) };
+    let base = api.server.server.base_url();
+    let metadata: Value =
+        api.server.http.get(format!("{base}/.well-known/oauth-protected-resource/mcp")).send().await?.json().await?;
+    ensure_eq!(metadata["authorization_servers"], json!([provider.issuer()]));
+    let mut claims = provider.claims("user-1", &api.tenant);
+    let list = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" }).to_string();
+    for (aud, mcp, graphql) in [
+        (json!("kfs"), 200, true),
+        (json!(format!("{base}/mcp")), 200, false),
+        (json!(["https://elsewhere.example", format!("{base}/mcp")]), 200, false),
+        (json!("https://elsewhere.example"), 401, false),
+    ] {
+        claims["aud"] = aud.clone();
+        let token = TestKey::RsaA.sign(&claims)?;
+        let (status, _, body) = post(&api, Some(&token), &[], &list).await?;
+        ensure_eq!(status, mcp, "aud {aud} at /mcp: {body}");
+        let (_, body) = api.server.post(Some(&token), "{ viewer { subjectId } }", json!({})).await?;
+        ensure_eq!(body["data"]["viewer"]["subjectId"] == json!("user-1"), graphql, "aud {aud} at /graphql: {body}");
+    }
     api.stop().await;
     Ok(())
 }
