@@ -78,6 +78,14 @@ async fn well_formed(request: Request, limit: usize) -> Result<Request, Response
     if !valid {
         return Err(json_rpc_error(StatusCode::BAD_REQUEST, -32600, "invalid request: not a JSON-RPC 2.0 message"));
     }
+    // As at GraphQL: a string no backend can store is refused before anything reads it.
+    if !storable(&value) {
+        return Err(json_rpc_error(
+            StatusCode::BAD_REQUEST,
+            -32602,
+            "BAD_USER_INPUT: strings must not contain NUL (U+0000) characters",
+        ));
+    }
     Ok(Request::from_parts(parts, Body::from(bytes)))
 }
 
@@ -140,4 +148,24 @@ fn json_rpc_error(status: StatusCode, code: i64, message: &str) -> Response {
     let mut response = (status, Body::from(body.to_string())).into_response();
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
+}
+
+/// Whether every string in `value` (keys included, at any depth) may be stored:
+/// PostgreSQL refuses NUL in TEXT and JSONB.
+fn storable(value: &serde_json::Value) -> bool {
+    let mut stack = vec![value];
+    while let Some(value) = stack.pop() {
+        match value {
+            serde_json::Value::String(text) if text.contains('\0') => return false,
+            serde_json::Value::Array(items) => stack.extend(items),
+            serde_json::Value::Object(fields) => {
+                if fields.keys().any(|key| key.contains('\0')) {
+                    return false;
+                }
+                stack.extend(fields.values());
+            }
+            _ => {}
+        }
+    }
+    true
 }

@@ -332,7 +332,7 @@ async fn the_python_sdk_connects_lists_and_calls(db: TestDb) -> anyhow::Result<(
 
 async fn the_guard_answers_401_403_and_400_as_the_protocol_says(db: TestDb) -> anyhow::Result<()> {
     let api = Api::start(&db).await?;
-    let (_, token) = space_with_documents(&api).await?;
+    let (space, token) = space_with_documents(&api).await?;
     let base = api.server.server.base_url();
     let list = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" }).to_string();
     let challenge = format!("Bearer resource_metadata=\"{base}/.well-known/oauth-protected-resource/mcp\"");
@@ -406,6 +406,13 @@ async fn the_guard_answers_401_403_and_400_as_the_protocol_says(db: TestDb) -> a
         let response = api.server.http.request(method.clone(), mcp_url(&api)).bearer_auth(&token).send().await?;
         ensure_eq!(response.status().as_u16(), 405, "{method}");
     }
+    // A string no backend can store is refused before anything reads it (PostgreSQL would
+    // answer a NUL with a server error).
+    let nul = json!({ "jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": { "name": "start_research", "arguments": { "space_id": space, "question": "wax\u{0}glands" } } });
+    let (status, _, text) = post(&api, Some(&token), &[], &nul.to_string()).await?;
+    ensure_eq!(status, 400, "{text}");
+    ensure!(text.contains("BAD_USER_INPUT") && text.contains("NUL"), "{text}");
     let unknown = call(&api, &token, "no_such_tool", json!({})).await?;
     ensure_eq!(unknown["error"]["code"], json!(-32602), "{unknown}");
     let limit = api.server.server.state.settings.body_limit();
