@@ -52,7 +52,8 @@ pub async fn guard(State(state): State<AppState>, mut request: Request, next: Ne
 
 /// A POST body read (at most `limit` bytes: a larger one is refused as soon as the limit
 /// is passed) and checked to be JSON-RPC before the protocol sees it: malformed JSON is
-/// 400 with `-32700`, JSON that is no JSON-RPC message 400 with `-32600`.
+/// 400 with `-32700`, JSON that is no JSON-RPC message (or a batch, which the revisions
+/// served here do not have) 400 with `-32600`.
 async fn well_formed(request: Request, limit: usize) -> Result<Request, Response> {
     let (parts, body) = request.into_parts();
     let bytes = axum::body::to_bytes(body, limit).await.map_err(|_| {
@@ -70,11 +71,8 @@ async fn well_formed(request: Request, limit: usize) -> Result<Request, Response
                 || message.get("result").is_some()
                 || message.get("error").is_some())
     };
-    let valid = match &value {
-        serde_json::Value::Object(_) => is_message(&value),
-        serde_json::Value::Array(batch) => !batch.is_empty() && batch.iter().all(is_message),
-        _ => false,
-    };
+    // One message per request: the protocol revisions served here have no batches.
+    let valid = value.is_object() && is_message(&value);
     if !valid {
         return Err(json_rpc_error(StatusCode::BAD_REQUEST, -32600, "invalid request: not a JSON-RPC 2.0 message"));
     }

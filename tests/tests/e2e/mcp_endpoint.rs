@@ -392,10 +392,15 @@ async fn the_guard_answers_401_403_and_400_as_the_protocol_says(db: TestDb) -> a
     ensure_eq!(status, 403, "a Host other than the public URL's or loopback");
 
     // Malformed JSON and non-JSON-RPC bodies: 400 with a JSON-RPC error; an unknown tool
-    // is a protocol error.
-    for (body, code) in
-        [("{not json", -32700), ("[]", -32600), ("{\"jsonrpc\":\"2.0\",\"id\":1}", -32600), ("42", -32600)]
-    {
+    // is a protocol error. The revisions served have no batches.
+    let batch = format!("[{list},{list}]");
+    for (body, code) in [
+        ("{not json", -32700),
+        ("[]", -32600),
+        (batch.as_str(), -32600),
+        ("{\"jsonrpc\":\"2.0\",\"id\":1}", -32600),
+        ("42", -32600),
+    ] {
         let (status, _, text) = post(&api, Some(&token), &[], body).await?;
         ensure_eq!(status, 400, "{body}: {text}");
         let error: Value = serde_json::from_str(&text)?;
