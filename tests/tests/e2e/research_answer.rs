@@ -155,8 +155,13 @@ async fn a_restarted_generation_resets_the_stream(db: TestDb) -> anyhow::Result<
     server
         .then([Reply::Cut { content: "An answer cut short that no one may keep [1] because".into(), after_chars: 40 }]);
     let mut client = WsClient::connect_and_init(&api.server.ws_url(), Some(&token)).await?;
+    // The answer's request waits until the subscription is in place, however slowly this
+    // machine runs, so the cut draft is there to be seen.
+    server.hold();
     let task = create(&api, &token, &space, "How do bees make honey?", json!({ "mode": "FAST" })).await?;
     client.subscribe("answer", ANSWER, json!({ "task": task })).await?;
+    server.wait_for_requests(1, std::time::Duration::from_secs(30)).await?;
+    server.release();
     let (deltas, completed) = read(&mut client, "answer", usize::MAX).await?;
     ensure!(completed && deltas.done(), "{deltas:?}");
     let stored = trace(&api, &token, &task).await?["answerTrace"]["answer"].as_str().context("answer")?.to_owned();
