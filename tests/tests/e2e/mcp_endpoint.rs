@@ -564,7 +564,8 @@ async fn an_agent_that_calls_in_a_burst_is_held_by_the_callers_rate_and_counted(
             other => anyhow::bail!("status {other}: {body}"),
         }
     }
-    ensure!(limited >= 15, "{limited} of 20 were held");
+    // At 3 a second, however slowly a loaded machine sends them, most are held.
+    ensure!((10..20).contains(&limited), "{limited} of 20 were held");
     // The calls that ran are counted by tool and outcome; the metric exists at zero for
     // every tool before any call.
     let metrics = api.server.http.get(format!("{}/metrics", api.server.server.base_url())).send().await?.text().await?;

@@ -37,8 +37,9 @@ pub enum LogFormat {
     Json,
 }
 
-/// The filter when `RUST_LOG` is not set.
-const DEFAULT_FILTER: &str = "info,sqlx=warn,sea_orm=warn,sea_orm_migration=warn,tower_http=info";
+/// The filter when `RUST_LOG` is not set (rmcp logs every stateless request's session at
+/// INFO: three lines per MCP call).
+const DEFAULT_FILTER: &str = "info,sqlx=warn,sea_orm=warn,sea_orm_migration=warn,tower_http=info,rmcp=warn";
 
 /// What runs for the life of the process; [`Telemetry::shutdown`] flushes the spans not
 /// yet exported.
