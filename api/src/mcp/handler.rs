@@ -117,7 +117,15 @@ impl McpHandler {
                     .map(CallToolResponse::from),
             };
         }
-        super::tools::call(&self.state, &caller, &request.name, arguments, progress).await.map(CallToolResponse::from)
+        // A client that goes away (or cancels the request) ends the call here: a `research`
+        // wait stops and gives its place back; the research task itself goes on.
+        let ct = context.ct.clone();
+        tokio::select! {
+            result = super::tools::call(&self.state, &caller, &request.name, arguments, progress) => {
+                result.map(CallToolResponse::from)
+            }
+            () = ct.cancelled() => Err(rmcp::ErrorData::internal_error("the client went away", None)),
+        }
     }
 }
 

@@ -637,6 +637,42 @@ async fn research_calls_waiting_at_once_are_bounded_per_caller_and_end_with_thei
         let answer: Value = serde_json::from_str(&text).with_context(|| text.clone())?;
         ensure_eq!(answer["result"]["structuredContent"]["stage"], json!("canceled"), "{text}");
     }
+    // Clients that go away stop their waits, never their tasks: each task stays queued for
+    // get_research to pick up, and each call's place is given back.
+    let research = |timeout_ms: u64| {
+        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": { "name": "research", "arguments": arguments } });
+        api.server
+            .http
+            .post(mcp_url(&api))
+            .bearer_auth(&token)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25")
+            .body(body.to_string())
+            .timeout(Duration::from_millis(timeout_ms))
+            .send()
+    };
+    for _ in 0..8 {
+        ensure!(research(300).await.is_err(), "the call waits for its task");
+    }
+    let all = ids(api.data(Some(&token), list, json!({ "s": space })).await?);
+    let abandoned: Vec<&String> = all.iter().filter(|id| !tasks.contains(id)).collect();
+    ensure_eq!(abandoned.len(), 8);
+    let kept = call(&api, &token, "get_research", json!({ "task_id": abandoned[0] })).await?;
+    ensure_eq!(kept["result"]["structuredContent"]["stage"], json!("queued"), "{kept}");
+    // A ninth call waits (its place was free) rather than being refused at once.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match research(500).await {
+            Err(_) => break,
+            Ok(response) => {
+                let text = response.text().await?;
+                ensure!(text.contains("RATE_LIMITED"), "{text}");
+                ensure!(std::time::Instant::now() < deadline, "the abandoned calls kept their places");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
     // Their places are free again.
     let again = call(&api, &token, "start_research", arguments).await?;
     ensure!(error_text(&again).is_empty(), "{again}");
