@@ -39,7 +39,7 @@ impl ServerHandler for McpHandler {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, rmcp::ErrorData> {
-        Ok(ListToolsResult::with_all_items(super::tools::all()))
+        Ok(ListToolsResult::with_all_items(super::catalog::all()))
     }
 
     async fn call_tool(

@@ -4,6 +4,7 @@
 //! the same credentials and rate limits, checked on every request, an `Origin` allowlist,
 //! audience binding), with research as tools (`tools.rs`) and the protected resource
 //! metadata clients discover the authorization server from (`metadata.rs`).
+mod catalog;
 mod guard;
 mod handler;
 mod library;

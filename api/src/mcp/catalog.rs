@@ -1,0 +1,224 @@
+//! The tools as `tools/list` shows them: names, descriptions, input and output schemas
+//! (hand-written JSON Schema, so what clients validate against is exactly what is sent)
+//! and hints.
+use std::sync::Arc;
+
+use rmcp::model::{JsonObject, Tool, ToolAnnotations};
+use serde_json::{Value, json};
+
+/// Every tool, with its input and output schema.
+pub fn all() -> Vec<Tool> {
+    let task_id = json!({ "type": "string", "format": "uuid", "description": "The research task's id." });
+    let stage = json!({
+        "type": "string",
+        "enum": ["queued", "planning", "retrieving", "analyzing", "generating", "paused", "completed", "failed", "canceled"],
+    });
+    let task_state = json!({
+        "type": "object",
+        "properties": { "task_id": task_id, "stage": stage },
+        "required": ["task_id", "stage"],
+    });
+    let citation = json!({
+        "type": "object",
+        "properties": {
+            "n": { "type": "integer", "description": "The number the answer cites it by, [n]." },
+            "title": { "type": "string" },
+            "passage_id": { "type": ["string", "null"] },
+            "text": { "type": "string" },
+            "document_id": { "type": "string" },
+            "char_start": { "type": ["integer", "null"] },
+            "char_end": { "type": ["integer", "null"] },
+        },
+        "required": ["n", "title", "text", "document_id"],
+    });
+    let awaiting = json!({
+        "type": "object",
+        "description": "What a paused task waits for from a person (approve_plan or clarify limits).",
+        "properties": {
+            "reason": { "type": "string", "enum": ["plan_approval", "clarification"] },
+            "plan": { "type": "array", "items": { "type": "string" } },
+            "question": { "type": "string" },
+            "until": { "type": "string", "format": "date-time" },
+        },
+        "required": ["reason", "until"],
+    });
+    let research = json!({
+        "type": "object",
+        "properties": {
+            "task_id": task_id,
+            "stage": stage,
+            "rounds_done": { "type": "integer", "description": "Rounds of retrieval and analysis finished." },
+            "answer": { "type": "string", "description": "The answer, once completed, citing [n]." },
+            "citations": { "type": "array", "items": citation },
+            "cost_usd": { "type": "number" },
+            "error": { "type": "string", "description": "Why the task failed." },
+            "awaiting": awaiting,
+        },
+        "required": ["task_id", "stage"],
+    });
+    let research_output = research.clone();
+    vec![
+        tool(
+            "list_spaces",
+            "List the knowledge spaces you may research, with your role in each.",
+            json!({ "type": "object", "properties": {}, "additionalProperties": false }),
+            json!({
+                "type": "object",
+                "properties": {
+                    "spaces": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "id": { "type": "string" },
+                                "name": { "type": "string" },
+                                "role": { "type": ["string", "null"], "enum": ["owner", "editor", "viewer", null] },
+                            },
+                            "required": ["id", "name", "role"],
+                        },
+                    },
+                },
+                "required": ["spaces"],
+            }),
+            ToolAnnotations::new().read_only(true),
+        ),
+        tool(
+            "start_research",
+            "Start a research task over a knowledge space; returns at once with the task's id. Poll \
+             get_research until its stage is completed, failed or canceled.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "space_id": { "type": "string", "format": "uuid" },
+                    "question": { "type": "string", "minLength": 1, "maxLength": 4000 },
+                    "mode": { "type": "string", "enum": ["auto", "fast", "research", "deep"] },
+                    "top_k": { "type": "integer", "minimum": 1, "maximum": 50 },
+                    "budget_usd": { "type": "number", "minimum": 0 },
+                    "limits": {
+                        "type": "object",
+                        "description": concat!("The same limits as GraphQL's createResearchTask:\n", entity::task_limits_doc!()),
+                    },
+                    "idempotency_key": { "type": "string", "maxLength": 255 },
+                },
+                "required": ["space_id", "question"],
+                "additionalProperties": false,
+            }),
+            task_state.clone(),
+            ToolAnnotations::new().read_only(false).destructive(false).idempotent(false),
+        ),
+        tool(
+            "get_research",
+            "Where a research task stands; once completed, its answer with numbered citations.",
+            json!({
+                "type": "object",
+                "properties": { "task_id": task_id },
+                "required": ["task_id"],
+                "additionalProperties": false,
+            }),
+            research,
+            ToolAnnotations::new().read_only(true),
+        ),
+        tool(
+            "cancel_research",
+            "Cancel a research task for good; canceling twice is the same as once.",
+            json!({
+                "type": "object",
+                "properties": { "task_id": task_id },
+                "required": ["task_id"],
+                "additionalProperties": false,
+            }),
+            task_state,
+            ToolAnnotations::new().read_only(false).destructive(true).idempotent(true),
+        ),
+        tool(
+            "research",
+            "Research a question over a knowledge space and wait for the cited answer (progress is reported \
+             at each stage and round when the call carries a progress token; the task's id is in the first \
+             progress message, so get_research can pick it up if the call is abandoned). At most 8 calls of \
+             one caller wait at once; more are RATE_LIMITED (use start_research and get_research).",
+            json!({
+                "type": "object",
+                "properties": {
+                    "space_id": { "type": "string", "format": "uuid" },
+                    "question": { "type": "string", "minLength": 1, "maxLength": 4000 },
+                    "mode": { "type": "string", "enum": ["auto", "fast", "research", "deep"] },
+                    "top_k": { "type": "integer", "minimum": 1, "maximum": 50 },
+                    "budget_usd": { "type": "number", "minimum": 0 },
+                    "limits": { "type": "object", "description": "As start_research's limits." },
+                },
+                "required": ["space_id", "question"],
+                "additionalProperties": false,
+            }),
+            research_output,
+            ToolAnnotations::new().read_only(false).destructive(false).idempotent(false),
+        ),
+        tool(
+            "search",
+            "Search the passages of your knowledge spaces (one, or all you may read); returns ids to fetch.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "query": { "type": "string", "minLength": 1, "maxLength": 4000 },
+                    "space_id": { "type": "string", "format": "uuid" },
+                },
+                "required": ["query"],
+                "additionalProperties": false,
+            }),
+            json!({
+                "type": "object",
+                "properties": {
+                    "results": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "id": { "type": "string" },
+                                "title": { "type": "string" },
+                                "text": { "type": "string" },
+                                "url": { "type": "string" },
+                            },
+                            "required": ["id", "title", "text", "url"],
+                        },
+                    },
+                },
+                "required": ["results"],
+            }),
+            ToolAnnotations::new().read_only(true),
+        ),
+        tool(
+            "fetch",
+            "Fetch one passage (an id search returned) or one document, whole.",
+            json!({
+                "type": "object",
+                "properties": { "id": { "type": "string", "format": "uuid" } },
+                "required": ["id"],
+                "additionalProperties": false,
+            }),
+            json!({
+                "type": "object",
+                "properties": {
+                    "id": { "type": "string" },
+                    "title": { "type": "string" },
+                    "text": { "type": "string" },
+                    "url": { "type": "string" },
+                    "metadata": { "type": "object" },
+                },
+                "required": ["id", "title", "text", "url", "metadata"],
+            }),
+            ToolAnnotations::new().read_only(true),
+        ),
+    ]
+}
+
+fn tool(name: &'static str, description: &'static str, input: Value, output: Value, hints: ToolAnnotations) -> Tool {
+    Tool::new(name, description, Arc::new(object(input)))
+        .with_raw_output_schema(Arc::new(object(output)))
+        .with_annotations(hints)
+}
+
+fn object(value: Value) -> JsonObject {
+    match value {
+        Value::Object(map) => map,
+        _ => JsonObject::new(),
+    }
+}
