@@ -56,6 +56,13 @@ pub struct Settings {
     pub development: Option<bool>,
     /// `KFS_MAX_CONTENT_BYTES`: the largest document content accepted, in UTF-8 bytes.
     pub max_content_bytes: usize,
+    /// `KFS_MAX_UPLOAD_BYTES`: the largest file one upload may carry (a multipart request
+    /// is bounded by it and the JSON body limit for its operations, not by the body limit).
+    pub max_upload_bytes: usize,
+    /// `KFS_QUOTA_UPLOAD_BYTES_PER_TENANT`: the file bytes one tenant may have stored;
+    /// unset, no limit.
+    #[serde(default)]
+    pub quota_upload_bytes_per_tenant: Option<u64>,
     /// `KFS_MAX_BODY_BYTES`: the largest request body accepted. Unset, it follows the
     /// content limit ([`Settings::body_limit`]).
     #[serde(default)]
@@ -147,6 +154,7 @@ struct Defaults {
     jwks_max_age_seconds: u64,
     embedded_worker: bool,
     max_content_bytes: usize,
+    max_upload_bytes: usize,
     max_response_bytes: usize,
     ws_init_timeout_ms: u64,
     ws_ping_interval_ms: u64,
@@ -166,6 +174,7 @@ impl Default for Defaults {
             jwks_max_age_seconds: 600,
             embedded_worker: true,
             max_content_bytes: 5 * 1024 * 1024,
+            max_upload_bytes: 50 * 1024 * 1024,
             max_response_bytes: 64 * 1024 * 1024,
             ws_init_timeout_ms: 10_000,
             ws_ping_interval_ms: 15_000,

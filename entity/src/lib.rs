@@ -4,7 +4,8 @@ pub mod domain;
 pub mod tables;
 
 pub use domain::{
-    AccessChannel, Clock, GrantDenial, IndexingStatus, LifecycleCommand, LimitsError, MediaType, MemberRole,
-    OutboxStatus, ProgressEventType, ResearchMode, Stage, TaskLimits, TransitionError, now_millis,
+    AccessChannel, Clock, FileMediaType, FileState, GrantDenial, IndexingStatus, LifecycleCommand, LimitsError,
+    MediaType, MemberRole, OutboxStatus, ProgressEventType, ResearchMode, Stage, TaskLimits, TransitionError,
+    now_millis,
 };
 pub use tables::*;

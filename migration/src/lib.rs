@@ -23,6 +23,7 @@ mod m0023_tenant_erasures;
 mod m0024_citation_checks;
 mod m0025_steering_notes;
 mod m0026_input_waits;
+mod m0027_document_files;
 mod raw;
 
 pub use m0019_fair_claims::UNFINISHED;
@@ -50,6 +51,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0024_citation_checks::Migration),
             Box::new(m0025_steering_notes::Migration),
             Box::new(m0026_input_waits::Migration),
+            Box::new(m0027_document_files::Migration),
         ]
     }
 }

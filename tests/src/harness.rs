@@ -36,18 +36,27 @@ pub struct DbTest {
     /// Whether it calls a real model endpoint (`KFS_TEST_OPENAI_BASE_URL`): without one it
     /// is listed as ignored.
     pub needs_real_model: bool,
+    /// Whether the server it starts reads PDFs (Debian's `pdftotext`): without it the test
+    /// is listed as ignored.
+    pub needs_pdftotext: bool,
 }
 
 impl DbTest {
     /// A test named after the module it is defined in (`module_path!()`, without the
     /// crate) and its function name.
     pub fn new(module_path: &str, name: &str, backends: &'static [Backend], run: fn(TestDb) -> TestFuture) -> Self {
-        Self { name: qualified(module_path, name), backends, run, needs_chromium: false, needs_real_model: false }
+        let name = qualified(module_path, name);
+        Self { name, backends, run, needs_chromium: false, needs_real_model: false, needs_pdftotext: false }
     }
 
     /// The same test, marked as driving Chromium.
     pub fn needing_chromium(self) -> Self {
         Self { needs_chromium: true, ..self }
+    }
+
+    /// The same test, marked as reading PDFs with `pdftotext`.
+    pub fn needing_pdftotext(self) -> Self {
+        Self { needs_pdftotext: true, ..self }
     }
 
     /// The same test, marked as calling the real model endpoint [`real_model`] names.
@@ -63,6 +72,19 @@ pub fn real_model() -> Option<(String, String, Option<String>)> {
     let base_url = std::env::var("KFS_TEST_OPENAI_BASE_URL").ok().filter(|url| !url.trim().is_empty())?;
     let model = std::env::var("KFS_TEST_OPENAI_MODEL").unwrap_or_else(|_| "gpt-4o-mini".to_owned());
     Some((base_url, model, std::env::var("KFS_TEST_OPENAI_API_KEY").ok()))
+}
+
+/// Whether `pdftotext` (Debian's poppler-utils), which the server reads PDFs with, runs here.
+pub fn has_pdftotext() -> bool {
+    static FOUND: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *FOUND.get_or_init(|| {
+        std::process::Command::new("pdftotext")
+            .arg("-v")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok()
+    })
 }
 
 /// The Chromium the browser tests drive: `KFS_CHROMIUM`, or Debian's package.
@@ -187,6 +209,9 @@ fn skipped_banners(config: &TestConfig, db_tests: &[DbTest]) -> Vec<String> {
             chromium().display()
         ));
     }
+    if db_tests.iter().any(|test| test.needs_pdftotext) && !has_pdftotext() {
+        banners.push("PDF upload tests SKIPPED: no pdftotext here (apt-get install poppler-utils)".to_owned());
+    }
     if db_tests.iter().any(|test| test.needs_real_model) && real_model().is_none() {
         banners.push(
             "Real-model smoke test SKIPPED: KFS_TEST_OPENAI_BASE_URL is not set (with KFS_TEST_OPENAI_MODEL and \
@@ -206,7 +231,8 @@ fn trials(config: &TestConfig, db_tests: Vec<DbTest>, plain_tests: Vec<PlainTest
             let run = test.run;
             let skipped = (backend == Backend::Postgres && config.postgres_url.is_none())
                 || (test.needs_chromium && !chromium().is_file())
-                || (test.needs_real_model && real_model().is_none());
+                || (test.needs_real_model && real_model().is_none())
+                || (test.needs_pdftotext && !has_pdftotext());
             let name = format!("{}::{}", test.name, backend.name());
             let trial = Trial::test(name, move || on_runtime(TestDb::run(backend, &config, run)));
             trials.push(trial.with_ignored_flag(skipped));

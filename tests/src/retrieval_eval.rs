@@ -158,6 +158,8 @@ pub async fn load_whole(db: &TestDb, corpus: &Corpus) -> anyhow::Result<Loaded> 
             text: Set(document.content.clone()),
             token_count: Set(0),
             created_at: Set(entity::now_millis()),
+            page_start: Set(None),
+            page_end: Set(None),
         };
         passage::Entity::insert(whole).exec_without_returning(&db.db).await?;
     }

@@ -11,7 +11,7 @@ pub use crate::knowledge::chunk::ChunkSettings;
 /// The environment variables every binary reads into its settings, over what the TOML file
 /// said: `KFS_WORKER_<FIELD>` into `[worker]`, `KFS_CHUNK_<FIELD>` into `[worker.chunk]`,
 /// `KFS_EMBEDDINGS_<FIELD>` into `[worker.embeddings]`, `KFS_RERANK_<FIELD>` into
-/// `[worker.rerank]`, `KFS_ENGINE` into
+/// `[worker.rerank]`, `KFS_EXTRACT_<FIELD>` into `[worker.extract]`, `KFS_ENGINE` into
 /// `[worker.engine] kind`, `KFS_OPENAI_<FIELD>` into `[worker.openai]`, and `DATABASE_URL`.
 pub fn environment(figment: Figment) -> Figment {
     figment
@@ -22,6 +22,7 @@ pub fn environment(figment: Figment) -> Figment {
         .merge(Env::raw().only(&["KFS_ENGINE"]).map(|_| "worker.engine.kind".into()))
         .merge(Env::prefixed("KFS_OPENAI_").map(|key| format!("worker.openai.{key}").into()))
         .merge(Env::prefixed("KFS_WEBHOOK_").map(|key| format!("worker.webhooks.{key}").into()))
+        .merge(Env::prefixed("KFS_EXTRACT_").map(|key| format!("worker.extract.{key}").into()))
         .merge(
             Env::raw()
                 .only(&[
@@ -29,6 +30,7 @@ pub fn environment(figment: Figment) -> Figment {
                     "KFS_MAX_RUNNING_PER_SPACE",
                     "KFS_RETENTION_DAYS",
                     "KFS_RETENTION_ANSWER_TRACES",
+                    "KFS_MAX_EXTRACTED_BYTES",
                 ])
                 .map(|key| format!("worker.{}", key.as_str().to_ascii_lowercase().trim_start_matches("kfs_")).into()),
         )
@@ -375,6 +377,10 @@ pub struct WorkerSettings {
     /// it, in milliseconds: what `researchTaskAnswer` subscribers in other processes wait
     /// at most for the next words (this process's hear them as soon as they are written).
     pub answer_draft_ms: u64,
+    /// How uploaded files are read (`KFS_EXTRACT_*`).
+    pub extract: crate::knowledge::extract::ExtractSettings,
+    /// `KFS_MAX_EXTRACTED_BYTES`: the most text (UTF-8 bytes) one uploaded file may give.
+    pub max_extracted_bytes: usize,
 }
 
 /// Which engine runs, and the prices and defaults of the built-in one.
@@ -434,6 +440,8 @@ impl Default for WorkerSettings {
             retention_days: None,
             retention_answer_traces: false,
             retention_interval_ms: 60_000,
+            extract: crate::knowledge::extract::ExtractSettings::default(),
+            max_extracted_bytes: 20 << 20,
         }
     }
 }

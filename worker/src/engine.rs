@@ -16,7 +16,7 @@ pub use crate::answer::{AnswerSink, Composer};
 use crate::config::EngineSettings;
 use crate::knowledge::rerank::Reranker;
 pub use crate::knowledge::retrieve::Retriever;
-use crate::knowledge::search::{Found, Scope};
+use crate::knowledge::search::{Found, Provenance, Scope};
 pub use crate::knowledge::search::{Ranker, RankerHit, search_terms};
 
 /// Re-exported so engines written elsewhere implement [`ResearchEngine`] with the same macro.
@@ -157,6 +157,9 @@ pub struct Passage {
     /// The headings above it, outermost first.
     #[serde(default)]
     pub heading_path: Vec<String>,
+    /// The pages of a PDF and the document's source, when it has them.
+    #[serde(flatten)]
+    pub provenance: Provenance,
     /// The rankers that found it, each with its rank (1 is best) and own score.
     #[serde(default)]
     pub rankers: Vec<RankerHit>,
@@ -174,6 +177,7 @@ impl From<Found> for Passage {
             char_start: Some(found.char_start),
             char_end: Some(found.char_end),
             heading_path: found.heading_path,
+            provenance: found.provenance,
             rankers: found.rankers,
         }
     }
@@ -721,6 +725,7 @@ mod tests {
             char_start: None,
             char_end: None,
             heading_path: vec!["Hive".into()],
+            provenance: Provenance::default(),
             rankers: Vec::new(),
         }
     }

@@ -57,8 +57,9 @@ pub enum Signal {
     /// A queue message arrived: it names deliveries, not one task, and only tells the
     /// worker loops that work is due somewhere.
     WorkDue,
-    /// Documents were written that want embeddings: wakes the embedding loop.
-    EmbeddingsDue,
+    /// Documents were written that want background work (embeddings, or an uploaded
+    /// file's extraction): wakes the embedding and extraction loops.
+    DocumentsDue,
 }
 
 impl Signal {
@@ -67,7 +68,7 @@ impl Signal {
         match self {
             Self::Task(task) => task.work_available,
             Self::WorkDue => true,
-            Self::EmbeddingsDue => false,
+            Self::DocumentsDue => false,
         }
     }
 }
@@ -108,10 +109,10 @@ impl Notifier {
         let _ = self.sender.send(Signal::WorkDue);
     }
 
-    /// Tells this process's embedding loop that documents want embeddings (other
-    /// processes find them when they next poll).
-    pub fn embeddings_due(&self) {
-        let _ = self.sender.send(Signal::EmbeddingsDue);
+    /// Tells this process's embedding and extraction loops that documents want their
+    /// work (other processes find them when they next poll).
+    pub fn documents_due(&self) {
+        let _ = self.sender.send(Signal::DocumentsDue);
     }
 }
 

@@ -18,6 +18,7 @@ use crate::engine::{BuiltinEngine, ResearchEngine, Retriever};
 use crate::knowledge::backlog::{self, BacklogPolicy, Worked};
 use crate::knowledge::embeddings::Embedder;
 use crate::knowledge::rerank::Reranker;
+use crate::knowledge::uploads::{self, Extraction, ExtractionPolicy};
 use crate::lifecycle::{self, LifecycleError};
 use crate::notify::{Notifier, Signal};
 use crate::openai::OpenAiEngine;
@@ -38,6 +39,8 @@ pub enum Step {
     Delivered(usize),
     /// The deletion loop finished this many space deletions.
     Deleted(usize),
+    /// An extraction loop worked this many uploaded files.
+    Extracted(usize),
     /// The loop's remote endpoint is unavailable: wait this long (wake-ups do not help).
     Backoff(Duration),
     /// Nothing was due.
@@ -114,7 +117,8 @@ pub fn spawn_with(
     let stop = Stop { drain: shutdown.clone(), abort: CancellationToken::new() };
     let jobs = TaskTracker::new();
 
-    tracker.spawn(forward_signals(notifier.subscribe(), wake.clone(), shutdown.clone()));
+    let extraction_loops = settings.extract.concurrency.max(1);
+    tracker.spawn(forward_signals(notifier.subscribe(), wake.clone(), extraction_loops, shutdown.clone()));
     if settings.pg_listen {
         // Its signals reach the loops through `forward_signals`; after a gap, look once.
         let gap = wake.clone();
@@ -155,6 +159,9 @@ pub fn spawn_with(
         ));
     }
     tracker.spawn(deletion_loop(db.clone(), notifier.clone(), wake.ticks.clone(), shutdown.clone()));
+    for _ in 0..settings.extract.concurrency.max(1) {
+        tracker.spawn(extraction_loop(db.clone(), settings.clone(), clock.clone(), wake.clone(), shutdown.clone()));
+    }
     let ticks = wake.ticks.clone();
     if let Some(publisher) = publisher {
         tracker.spawn(outbox_loop(db, publisher, settings.clone(), clock, wake, shutdown.clone()));
@@ -170,6 +177,7 @@ struct Wakeups {
     lease: Arc<Notify>,
     outbox: Arc<Notify>,
     embeddings: Arc<Notify>,
+    extractions: Arc<Notify>,
     webhooks: Arc<Notify>,
     /// Each loop's last tick, for readiness.
     ticks: crate::observe::Ticks,
@@ -180,6 +188,7 @@ impl Wakeups {
         self.lease.notify_one();
         self.outbox.notify_one();
         self.embeddings.notify_one();
+        self.extractions.notify_one();
         self.webhooks.notify_one();
     }
 }
@@ -437,6 +446,46 @@ async fn embedding_loop(
     repeat("embedding passages", step, &wake.embeddings, &shutdown, poll, &wake.ticks).await;
 }
 
+/// The policy the extraction loops work by.
+pub fn extraction_policy(settings: &WorkerSettings) -> ExtractionPolicy {
+    ExtractionPolicy {
+        extract: settings.extract.clone(),
+        max_extracted_bytes: settings.max_extracted_bytes,
+        chunk: settings.chunk,
+        embeddings_on: crate::knowledge::index::Indexing::from_settings(settings).embeddings_on,
+    }
+}
+
+/// One extraction-loop step: extracts the uploaded file that has waited longest.
+pub async fn extraction_step(
+    db: &DatabaseConnection,
+    policy: &ExtractionPolicy,
+    stop: &CancellationToken,
+    clock: &Clock,
+) -> Result<Step, LifecycleError> {
+    Ok(match uploads::extract_due(db, policy, stop, || clock.now()).await? {
+        Extraction::Idle => Step::Idle,
+        Extraction::File { .. } => Step::Extracted(1),
+    })
+}
+
+/// One of `KFS_EXTRACT_CONCURRENCY` loops that extract uploaded files, one at a time each.
+async fn extraction_loop(
+    db: DatabaseConnection,
+    settings: Arc<WorkerSettings>,
+    clock: Clock,
+    wake: Wakeups,
+    shutdown: CancellationToken,
+) {
+    let poll = Duration::from_millis(settings.poll_interval_ms.max(1));
+    let policy = extraction_policy(&settings);
+    let step = || {
+        let (db, policy, shutdown, clock) = (db.clone(), policy.clone(), shutdown.clone(), clock.clone());
+        async move { extraction_step(&db, &policy, &shutdown, &clock).await }
+    };
+    repeat("extracting uploaded files", step, &wake.extractions, &shutdown, poll, &wake.ticks).await;
+}
+
 /// Runs a loop's `step` until `stop`. A busy step goes round again at once (more may be
 /// due); otherwise the next waits for a wake-up or the poll, whichever comes first: the
 /// poll is the safety net that makes a lost wake-up a delay, never a stuck task. A failed
@@ -455,9 +504,14 @@ async fn repeat<F, Fut>(
     loop {
         ticks.tick(what, poll);
         let (busy, backoff) = match step().await {
-            Ok(Step::Claimed(_) | Step::Published(_) | Step::Embedded(_) | Step::Delivered(_) | Step::Deleted(_)) => {
-                (true, None)
-            }
+            Ok(
+                Step::Claimed(_)
+                | Step::Published(_)
+                | Step::Embedded(_)
+                | Step::Delivered(_)
+                | Step::Deleted(_)
+                | Step::Extracted(_),
+            ) => (true, None),
             Ok(Step::Backoff(wait)) => (false, Some(wait)),
             Ok(Step::Idle) => (false, None),
             Err(error) => {
@@ -485,6 +539,7 @@ async fn repeat<F, Fut>(
 async fn forward_signals(
     mut signals: tokio::sync::broadcast::Receiver<Signal>,
     wake: Wakeups,
+    extraction_loops: usize,
     shutdown: CancellationToken,
 ) {
     use tokio::sync::broadcast::error::RecvError;
@@ -493,7 +548,13 @@ async fn forward_signals(
             biased;
             () = shutdown.cancelled() => break,
             received = signals.recv() => match received {
-                Ok(Signal::EmbeddingsDue) => wake.embeddings.notify_one(),
+                Ok(Signal::DocumentsDue) => {
+                    wake.embeddings.notify_one();
+                    // One wake-up per extraction loop that may be waiting.
+                    for _ in 0..extraction_loops {
+                        wake.extractions.notify_one();
+                    }
+                }
                 Ok(signal) => {
                     if signal.announces_work() {
                         wake.lease.notify_one();

@@ -1,7 +1,9 @@
 //! GraphQL enums, in GraphQL style, mapped one to one from the entity enums (which carry
 //! no GraphQL derives).
 use async_graphql::Enum;
-use entity::{AccessChannel, IndexingStatus, MediaType, MemberRole, ProgressEventType, ResearchMode, Stage};
+use entity::{
+    AccessChannel, FileMediaType, IndexingStatus, MediaType, MemberRole, ProgressEventType, ResearchMode, Stage,
+};
 
 /// Where a research task stands.
 #[derive(Enum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,11 +90,10 @@ pub enum GqlRole {
     Viewer,
 }
 
-/// What a document's content is written in; it decides how the document is split into
-/// passages.
+/// What a document is: text given as a string (it decides how the document is split into
+/// passages), or a file uploaded with `uploadKnowledgeDocument` (detected from its bytes).
 #[derive(Enum, Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[graphql(name = "DocumentMediaType")]
-#[expect(clippy::enum_variant_names, reason = "the contract's names: TEXT_PLAIN, TEXT_MARKDOWN, TEXT_HTML")]
 pub enum GqlMediaType {
     /// `text/plain`: paragraphs separated by blank lines.
     #[default]
@@ -101,6 +102,39 @@ pub enum GqlMediaType {
     TextMarkdown,
     /// `text/html`: split at block elements; scripts and styles are not text.
     TextHtml,
+    /// `application/pdf`, uploaded: its text layer, page by page (`content` holds the pages
+    /// separated by a line with a form feed; every passage knows its `pageStart` and
+    /// `pageEnd`). Only through `uploadKnowledgeDocument`.
+    ApplicationPdf,
+    /// A Word file (`.docx`), uploaded: its paragraphs, headings (which become heading
+    /// paths) and tables, as Markdown in `content`. Only through `uploadKnowledgeDocument`.
+    ApplicationDocx,
+}
+
+impl GqlMediaType {
+    /// The text format a document given as a string is written in; a file type is
+    /// BAD_USER_INPUT pointing to the upload.
+    pub fn text_format(self) -> Result<MediaType, crate::error::ApiError> {
+        match self {
+            Self::TextPlain => Ok(MediaType::TextPlain),
+            Self::TextMarkdown => Ok(MediaType::TextMarkdown),
+            Self::TextHtml => Ok(MediaType::TextHtml),
+            Self::ApplicationPdf | Self::ApplicationDocx => Err(crate::error::ApiError::bad_input(
+                "PDF and Word documents are uploaded as files: use uploadKnowledgeDocument (a GraphQL multipart request)",
+            )),
+        }
+    }
+
+    /// What a document is shown as: its file's type when it was uploaded, else its text's.
+    pub fn of(text: MediaType, file: Option<FileMediaType>) -> Self {
+        match (file, text) {
+            (Some(FileMediaType::Pdf), _) => Self::ApplicationPdf,
+            (Some(FileMediaType::Docx), _) => Self::ApplicationDocx,
+            (None, MediaType::TextPlain) => Self::TextPlain,
+            (None, MediaType::TextMarkdown) => Self::TextMarkdown,
+            (None, MediaType::TextHtml) => Self::TextHtml,
+        }
+    }
 }
 
 /// Whether a document's passages are ready for every ranker.
@@ -111,8 +145,27 @@ pub enum GqlIndexingStatus {
     Pending,
     /// Every passage has what each configured ranker needs.
     Ready,
-    /// Embedding gave up (`indexingError` says why); full-text search still finds it.
+    /// Embedding gave up, or an uploaded file could not be read (`indexingError` says
+    /// why); full-text search still finds whatever passages it has.
     Failed,
+    /// An uploaded file waits for (or is in) text extraction, in a worker.
+    Extracting,
+    /// An uploaded file's text is extracted and being split into passages.
+    Splitting,
+}
+
+impl GqlIndexingStatus {
+    /// The status shown for a document, its file's extraction first.
+    pub fn of(shown: worker::knowledge::uploads::ShownStatus) -> Self {
+        use worker::knowledge::uploads::ShownStatus;
+        match shown {
+            ShownStatus::Extracting => Self::Extracting,
+            ShownStatus::Splitting => Self::Splitting,
+            ShownStatus::Indexing(IndexingStatus::Pending) => Self::Pending,
+            ShownStatus::Indexing(IndexingStatus::Ready) => Self::Ready,
+            ShownStatus::Indexing(IndexingStatus::Failed) => Self::Failed,
+        }
+    }
 }
 
 /// Declares the two conversions between a GraphQL enum and its entity enum.
@@ -136,8 +189,6 @@ mirror!(GqlMode, ResearchMode, [Auto, Fast, Research, Deep]);
 mirror!(GqlChannel, AccessChannel, [Interactive, ServiceApi, Mcp, Agent]);
 mirror!(GqlEventType, ProgressEventType, [Started, StageChanged, Paused, Resumed, Canceled, Failed]);
 mirror!(GqlRole, MemberRole, [Owner, Editor, Viewer]);
-mirror!(GqlMediaType, MediaType, [TextPlain, TextMarkdown, TextHtml]);
-mirror!(GqlIndexingStatus, IndexingStatus, [Pending, Ready, Failed]);
 
 /// Where a webhook delivery stands.
 #[derive(Enum, Debug, Clone, Copy, PartialEq, Eq)]

@@ -56,6 +56,10 @@ pub struct NotesOfTask(pub Uuid);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct WaitsOfTask(pub Uuid);
 
+/// The uploaded file of a document the caller has already been shown, if it has one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FileOfDocument(pub Uuid);
+
 /// The loaders of one request.
 pub struct Loaders {
     db: DatabaseConnection,
@@ -173,5 +177,16 @@ impl Loader<NotesOfTask> for Loaders {
         let ids: Vec<Uuid> = keys.iter().map(|key| key.0).collect();
         let mut rows = worker::store::notes::of_tasks(&self.db, &ids).await.map_err(Arc::new)?;
         Ok(ids.into_iter().map(|id| (NotesOfTask(id), rows.remove(&id).unwrap_or_default())).collect())
+    }
+}
+
+impl Loader<FileOfDocument> for Loaders {
+    type Value = entity::knowledge_document_file::Model;
+    type Error = Arc<DbErr>;
+
+    async fn load(&self, keys: &[FileOfDocument]) -> Result<HashMap<FileOfDocument, Self::Value>, Self::Error> {
+        let ids: Vec<Uuid> = keys.iter().map(|key| key.0).collect();
+        let rows = worker::store::files::of_documents(&self.db, &ids).await.map_err(Arc::new)?;
+        Ok(rows.into_iter().map(|(id, row)| (FileOfDocument(id), row)).collect())
     }
 }

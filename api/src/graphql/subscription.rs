@@ -8,9 +8,9 @@ use uuid::Uuid;
 use super::access::visible_task;
 use super::context::{principal, state};
 use super::limits::{after_offset, after_sequence};
-use super::types::{ResearchTaskAnswerDelta, ResearchTaskPartialResult, ResearchTaskProgressEvent};
+use super::types::{KnowledgeDocument, ResearchTaskAnswerDelta, ResearchTaskPartialResult, ResearchTaskProgressEvent};
 use crate::error::{ApiError, IntoGql};
-use crate::live::{JournalRow, follow, follow_answer};
+use crate::live::{JournalRow, follow, follow_answer, follow_document, readable_document};
 
 /// Live feeds.
 pub struct SubscriptionRoot;
@@ -59,6 +59,24 @@ impl SubscriptionRoot {
         #[graphql(default = 0)] after_offset: Option<i32>,
     ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<ResearchTaskAnswerDelta>> + use<>> {
         Box::pin(start_answer(ctx, task_id, after_offset)).await.gql().map(|deltas| counted("answer", deltas))
+    }
+
+    /// A document as it is now, then again each time its `indexingStatus` changes
+    /// (an upload goes `EXTRACTING`, `SPLITTING`, then `PENDING` while embeddings come, and
+    /// `READY`); completes after `READY` or `FAILED`. A document the caller may not read
+    /// answers `NOT_FOUND`, as a missing id does (also when access ends while it runs).
+    async fn knowledge_document_status(
+        &self,
+        ctx: &Context<'_>,
+        document_id: Uuid,
+    ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<KnowledgeDocument>> + use<>> {
+        let start = async {
+            let (caller, app) = (principal(ctx)?, state(ctx)?);
+            let first = readable_document(app, caller, document_id).await?.ok_or(ApiError::NotFound)?;
+            let documents = follow_document(app.clone(), caller.clone(), first);
+            Ok::<_, ApiError>(documents.map(|document| document.map(KnowledgeDocument).map_err(|error| error.extend())))
+        };
+        Box::pin(start).await.gql().map(|documents| counted("document_status", documents))
     }
 }
 

@@ -50,12 +50,27 @@ pub async fn graphql_post(
         Err(refused) => return *refused,
     };
     let refused = |response: Response| with_rate_headers(response, &caller.checked);
+    if super::multipart::is_multipart(&headers) {
+        let limits = super::multipart::Limits {
+            max_file_bytes: endpoint.state.settings.max_upload_bytes,
+            max_operations_bytes: endpoint.state.settings.body_limit(),
+        };
+        let request = match super::multipart::receive(&headers, media, body, limits, parse_body).await {
+            Ok(request) => request,
+            Err(response) => return refused(response),
+        };
+        let request = match guard::prepare(request).await {
+            Ok(request) => request,
+            Err(error) => return refused(respond(media, async_graphql::Response::from_errors(vec![error]))),
+        };
+        return execute(&endpoint, &headers, media, request, caller).await;
+    }
     let is_json = headers
         .get(header::CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())
         .is_some_and(|value| value.to_ascii_lowercase().starts_with("application/json"));
     if !is_json {
-        let body = json!({ "errors": [{ "message": "POST bodies must be application/json", "extensions": { "code": "BAD_USER_INPUT" } }] });
+        let body = json!({ "errors": [{ "message": "POST bodies must be application/json (or multipart/form-data for a file upload)", "extensions": { "code": "BAD_USER_INPUT" } }] });
         return refused(media.respond(StatusCode::UNSUPPORTED_MEDIA_TYPE, &body));
     }
     let limit = endpoint.state.settings.body_limit();

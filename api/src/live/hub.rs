@@ -42,7 +42,7 @@ impl LiveHub {
                     () = shutdown.cancelled() => return,
                     received = signals.recv() => match received {
                         Ok(Signal::Task(signal)) => dispatcher.wake(Some(signal.task_id)),
-                        Ok(Signal::WorkDue | Signal::EmbeddingsDue) => {}
+                        Ok(Signal::WorkDue | Signal::DocumentsDue) => {}
                         // Missed signals: wake everyone; each topic reads after its cursor.
                         Err(RecvError::Lagged(_)) => dispatcher.wake(None),
                         Err(RecvError::Closed) => return,

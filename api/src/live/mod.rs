@@ -6,6 +6,7 @@
 
 mod answer;
 mod credentials;
+mod document_status;
 mod event;
 mod follow;
 mod hub;
@@ -14,6 +15,7 @@ mod topic;
 
 pub use answer::{AnswerDelta, follow_answer};
 pub use credentials::{KeyWatchGuard, key_holds};
+pub use document_status::{follow_document, readable_document};
 pub use event::TopicEvent;
 pub use follow::follow;
 pub use hub::LiveHub;

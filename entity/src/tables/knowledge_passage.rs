@@ -33,6 +33,10 @@ pub struct Model {
     pub text: String,
     /// Its size in estimated tokens.
     pub token_count: i32,
+    /// The first page of a PDF it comes from (1-based); null for other formats.
+    pub page_start: Option<i32>,
+    /// The last page of a PDF it comes from (inclusive); null for other formats.
+    pub page_end: Option<i32>,
     /// Epoch milliseconds.
     pub created_at: i64,
 }

@@ -6,6 +6,8 @@ pub mod answer_trace_citation_check;
 pub mod api_key;
 pub mod audit_event;
 pub mod knowledge_document;
+pub mod knowledge_document_file;
+pub mod knowledge_document_file_part;
 pub mod knowledge_passage;
 pub mod knowledge_passage_embedding;
 pub mod knowledge_space;

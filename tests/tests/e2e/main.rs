@@ -32,6 +32,7 @@ mod identity;
 mod knowledge_documents;
 mod knowledge_embeddings;
 mod knowledge_retrieval;
+mod knowledge_uploads;
 mod live_postgres_restart;
 mod live_protocol;
 mod live_replay;
@@ -85,6 +86,7 @@ fn main() -> ExitCode {
         knowledge_documents::tests(),
         knowledge_embeddings::tests(),
         knowledge_retrieval::tests(),
+        knowledge_uploads::tests(),
         live_postgres_restart::tests(),
         live_protocol::tests(),
         live_replay::tests(),

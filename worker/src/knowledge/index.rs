@@ -6,6 +6,7 @@ use entity::{IndexingStatus, MediaType};
 use sea_orm::{DatabaseConnection, DbErr};
 
 use super::chunk::{Chunk, ChunkSettings, TooManyPassages, chunk};
+use super::pages::chunk_pages;
 use crate::store::{begin_write, documents};
 /// Documents [`backfill`] looks up at a time.
 const BACKFILL_BATCH: u64 = 20;
@@ -78,9 +79,17 @@ impl Splitter {
     /// Splits content into passages, off the async threads when it is large. Call it
     /// before the write transaction opens, so no lock is held while splitting.
     pub async fn split(&self, content: &str, media: MediaType) -> Result<Vec<Chunk>, SplitError> {
+        self.split_as(content, media, false).await
+    }
+
+    /// [`Self::split`], for a PDF's text (`paged`) page by page, so each passage knows its
+    /// page ([`chunk_pages`]).
+    pub async fn split_as(&self, content: &str, media: MediaType, paged: bool) -> Result<Vec<Chunk>, SplitError> {
         let settings = self.settings;
+        let split =
+            move |content: &str| if paged { chunk_pages(content, &settings) } else { chunk(content, media, &settings) };
         if content.len() < SPLIT_ON_POOL_BYTES {
-            return Ok(chunk(content, media, &settings)?);
+            return Ok(split(content)?);
         }
         let wait = std::time::Duration::from_millis(settings.wait_ms);
         let turn = match tokio::time::timeout(wait, self.turns.clone().acquire_owned()).await {
@@ -90,7 +99,7 @@ impl Splitter {
         let content = content.to_owned();
         let split = tokio::task::spawn_blocking(move || {
             let _turn = turn;
-            chunk(&content, media, &settings)
+            split(&content)
         });
         match split.await {
             Ok(chunks) => Ok(chunks?),

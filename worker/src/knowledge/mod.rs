@@ -6,10 +6,13 @@
 pub mod backlog;
 pub mod chunk;
 pub mod embeddings;
+pub mod extract;
 pub mod index;
+pub mod pages;
 pub mod rerank;
 pub mod retrieve;
 pub mod search;
+pub mod uploads;
 pub mod vectors;
 
 use sea_orm::DatabaseConnection;

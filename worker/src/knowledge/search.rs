@@ -66,6 +66,8 @@ pub struct Found {
     pub char_end: i32,
     /// The headings above it.
     pub heading_path: Vec<String>,
+    /// Its pages and its document's source.
+    pub provenance: Provenance,
     /// Higher is better: the full-text score when it is the only ranker, else the fused
     /// reciprocal-rank score.
     pub score: f64,
@@ -74,6 +76,22 @@ pub struct Found {
 }
 
 pub use crate::store::passages::Scope;
+
+/// Where a passage points back to: the pages of the PDF it comes from (1-based,
+/// inclusive) and its document's `sourceUri`; each key is left out of evidence when the
+/// document has no such thing.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Provenance {
+    /// The first page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_start: Option<i32>,
+    /// The last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_end: Option<i32>,
+    /// The document's source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_uri: Option<String>,
+}
 
 /// A found passage from a stored row, as ranked by `ranker` at `rank` with the row's score.
 fn found(row: PassageRow, ranker: Ranker, rank: usize) -> Found {
@@ -85,6 +103,7 @@ fn found(row: PassageRow, ranker: Ranker, rank: usize) -> Found {
         char_start: row.char_start,
         char_end: row.char_end,
         heading_path: serde_json::from_value(row.heading_path).unwrap_or_default(),
+        provenance: Provenance { page_start: row.page_start, page_end: row.page_end, source_uri: row.source_uri },
         score: row.score,
         rankers: vec![RankerHit { ranker, rank, score: row.score }],
     }
@@ -222,6 +241,7 @@ mod tests {
             char_start: 0,
             char_end: 0,
             heading_path: Vec::new(),
+            provenance: Default::default(),
             score: 1.0 / rank as f64,
             rankers: vec![RankerHit { ranker, rank, score: 1.0 / rank as f64 }],
         }

@@ -86,7 +86,7 @@ pub struct QuotaRefusal {
 
 impl QuotaRefusal {
     /// Every quota's metrics label.
-    pub const LABELS: &[&str] = &["unfinished_tasks", "usd_per_day"];
+    pub const LABELS: &[&str] = &["unfinished_tasks", "usd_per_day", "upload_bytes"];
 
     pub(super) fn counted(self) -> LifecycleError {
         metrics::counter!("quota_refusals_total", "quota" => self.quota).increment(1);

@@ -41,7 +41,7 @@ pub use erase::{
 pub use error::{LifecycleError, QuotaRefusal};
 pub use fair::{Caps, Fairness, Pair};
 pub use lease::{Claimed, Lease, LeasePair, heartbeat, heartbeats};
-pub use quota::Quotas;
+pub use quota::{Quotas, check_upload_bytes};
 pub use retention::{Pruned, prune};
 pub use seal::{finish_pending_erasures, finish_tenant_erasure, guard as guard_tenant, is_sealed, seal_tenant};
 pub use steer::{MAX_NOTES, steer};

@@ -52,3 +52,26 @@ pub(super) async fn check(
     }
     Ok(())
 }
+
+/// Refuses an upload of `adding` bytes (giving back `replacing`, the bytes of the file it
+/// replaces) when the tenant's stored file bytes would pass `limit`
+/// (`KFS_QUOTA_UPLOAD_BYTES_PER_TENANT`). Call in the upload's transaction: the tenant's
+/// lock makes racing uploads count one after the other.
+pub async fn check_upload_bytes(
+    txn: &DatabaseTransaction,
+    limit: Option<u64>,
+    tenant: &str,
+    adding: i64,
+    replacing: i64,
+) -> Result<(), LifecycleError> {
+    let Some(limit) = limit else { return Ok(()) };
+    lock_tenant(txn, tenant, TenantLock::Counting).await?;
+    let stored = store::files::stored_bytes(txn, tenant).await?;
+    let after = stored.saturating_sub(replacing).saturating_add(adding);
+    if u64::try_from(after).unwrap_or(u64::MAX) > limit {
+        let what = "bytes of uploaded files per tenant";
+        let quota = QuotaRefusal::LABELS[2];
+        return Err(QuotaRefusal { quota, what, limit: limit as f64, resets_at: None }.counted());
+    }
+    Ok(())
+}

@@ -16,7 +16,7 @@ use super::pages::{PageKey, before};
 use super::{Dialect, dialect};
 use crate::knowledge::chunk::Chunk;
 
-/// Passages inserted per statement (13 values each, well under SQLite's variable limit).
+/// Passages inserted per statement (15 values each, well under SQLite's variable limit).
 const INSERT_BATCH: usize = 200;
 
 /// What a new document needs.
@@ -204,6 +204,8 @@ pub async fn write_passages<C: ConnectionTrait>(
             text: Set(piece.text.clone()),
             token_count: Set(i32::try_from(piece.tokens).unwrap_or(i32::MAX)),
             created_at: Set(now),
+            page_start: Set(piece.pages.map(|(first, _)| first)),
+            page_end: Set(piece.pages.map(|(_, last)| last)),
         });
         passage::Entity::insert_many(rows).exec_without_returning(conn).await?;
     }

@@ -63,6 +63,7 @@ pub mod drafts;
 pub mod embeddings;
 pub mod erasures;
 pub mod errors;
+pub mod files;
 pub mod grants;
 pub mod journal;
 pub mod locks;

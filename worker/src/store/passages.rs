@@ -36,6 +36,12 @@ pub struct PassageRow {
     pub char_end: i32,
     /// The headings above it, a JSON array.
     pub heading_path: serde_json::Value,
+    /// The first page of a PDF it comes from.
+    pub page_start: Option<i32>,
+    /// The last page of a PDF it comes from.
+    pub page_end: Option<i32>,
+    /// Where its document came from, if its author said.
+    pub source_uri: Option<String>,
     /// The ranker's score (0 where none ranked it).
     pub score: f64,
 }

@@ -17,6 +17,9 @@ use crate::graphql::types::{AddKnowledgeDocumentInput, KnowledgeDocument, Update
 use crate::state::AppState;
 use worker::knowledge::index::initial_status;
 use worker::store::documents::{self, DocumentChanges, NewDocument};
+use worker::store::files;
+
+use crate::graphql::enums::GqlMediaType;
 
 /// Document mutations. Editors and owners write; viewers and API keys are `FORBIDDEN`;
 /// a document in a space the caller cannot see is `NOT_FOUND`, as a missing id is.
@@ -39,7 +42,7 @@ impl DocumentMutation {
             let metadata = limits::json_object("metadata", input.metadata)?;
             require_role(&app.db, caller, input.knowledge_space_id, MemberRole::can_write_documents).await?;
             let indexing = indexing(app);
-            let media_type = input.media_type.into();
+            let media_type = input.media_type.text_format()?;
             let chunks = app.splitter.split(&input.content, media_type).await?;
             let new = NewDocument {
                 tenant_id: caller.tenant_id.clone(),
@@ -55,7 +58,7 @@ impl DocumentMutation {
             let txn = begin_creating(&app.db, &caller.tenant_id).await?;
             let document = documents::add(&txn, new, &chunks, entity::now_millis()).await?;
             txn.commit().await?;
-            app.notifier.embeddings_due();
+            app.notifier.documents_due();
             Ok(KnowledgeDocument(document))
         };
         run.await.gql()
@@ -80,8 +83,15 @@ impl DocumentMutation {
             for _ in 0..SPLIT_ATTEMPTS {
                 let seen = readable(&app.db, caller, id).await?;
                 check_revision(&seen, expected_revision)?;
+                let file = files::find(&app.db, id).await?;
+                if file.is_some() && (changes.content.is_some() || changes.media_type.is_some()) {
+                    return Err(ApiError::bad_input(
+                        "this document's text comes from its uploaded file: send a new file with replaceKnowledgeDocumentFile",
+                    ));
+                }
                 let (content, media_type) = changes.apply_to(&seen);
-                let chunks = app.splitter.split(content, media_type).await?;
+                let paged = file.as_ref().is_some_and(|file| file.media_type == entity::FileMediaType::Pdf);
+                let chunks = app.splitter.split_as(content, media_type, paged).await?;
                 let txn = begin_creating(&app.db, &caller.tenant_id).await?;
                 let current = writable(&txn, caller, id).await?;
                 if current.revision != seen.revision {
@@ -92,8 +102,13 @@ impl DocumentMutation {
                 let editor = &caller.subject_id;
                 let status = initial_status(indexing.embeddings_on);
                 let updated = documents::update(&txn, current, changes, editor, &chunks, status, now).await?;
+                if file.is_some() {
+                    // A file still being extracted writes into the new revision; a file
+                    // that failed keeps its document failed.
+                    files::follow_revision(&txn, id, updated.revision).await?;
+                }
                 txn.commit().await?;
-                app.notifier.embeddings_due();
+                app.notifier.documents_due();
                 return Ok(KnowledgeDocument(updated));
             }
             Err(ApiError::conflict("the document kept changing while this edit was prepared; try again"))
@@ -123,7 +138,7 @@ impl DocumentMutation {
 }
 
 /// How this server indexes what it writes.
-fn indexing(app: &AppState) -> Indexing {
+pub(super) fn indexing(app: &AppState) -> Indexing {
     Indexing::from_settings(&app.settings.worker)
 }
 
@@ -131,7 +146,10 @@ fn indexing(app: &AppState) -> Indexing {
 const SPLIT_ATTEMPTS: usize = 3;
 
 /// `CONFLICT` when the caller expected another revision.
-fn check_revision(document: &entity::knowledge_document::Model, expected: Option<i32>) -> Result<(), ApiError> {
+pub(super) fn check_revision(
+    document: &entity::knowledge_document::Model,
+    expected: Option<i32>,
+) -> Result<(), ApiError> {
     match expected {
         Some(expected) if expected != document.revision => {
             Err(ApiError::conflict(format!("the document is at revision {}, not {expected}", document.revision)))
@@ -153,7 +171,7 @@ async fn readable(
 
 /// The document, locked, if the caller may change it: `NOT_FOUND` when it does not exist
 /// or its space is not visible to the caller, `FORBIDDEN` when the caller only reads.
-async fn writable(
+pub(super) async fn writable(
     txn: &sea_orm::DatabaseTransaction,
     caller: &Principal,
     id: Uuid,
@@ -182,7 +200,7 @@ fn changes(input: UpdateKnowledgeDocumentInput, max_content_bytes: usize) -> Res
     let changes = DocumentChanges {
         title: input.title,
         content: input.content,
-        media_type: input.media_type.map(Into::into),
+        media_type: input.media_type.map(GqlMediaType::text_format).transpose()?,
         source_uri,
         metadata,
     };

@@ -6,6 +6,7 @@ mod documents;
 mod keys;
 mod spaces;
 pub(crate) mod tasks;
+mod uploads;
 mod webhooks;
 
 use async_graphql::MergedObject;
@@ -16,6 +17,7 @@ use async_graphql::MergedObject;
 pub struct MutationRoot(
     spaces::SpaceMutation,
     documents::DocumentMutation,
+    uploads::UploadMutation,
     keys::KeyMutation,
     tasks::TaskMutation,
     webhooks::WebhookMutation,

@@ -1,7 +1,7 @@
 //! `KnowledgeDocument` and its `KnowledgePassage`s.
 use async_graphql::{Context, Json, Object};
 use chrono::{DateTime, Utc};
-use entity::{knowledge_document as document, knowledge_passage as passage};
+use entity::{knowledge_document as document, knowledge_document_file as file, knowledge_passage as passage};
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -10,7 +10,10 @@ use crate::error::{ApiError, IntoGql};
 use crate::graphql::context::state;
 use crate::graphql::enums::{GqlIndexingStatus, GqlMediaType};
 use crate::graphql::limits::{DEFAULT_PAGE, MAX_PAGE, after_sequence, page_size};
-use worker::store::documents;
+use worker::knowledge::uploads::shown_status;
+use worker::store::{documents, files};
+
+use crate::graphql::loaders::{FileOfDocument, RequestLoaders, loaded};
 
 /// A document research retrieves from.
 pub struct KnowledgeDocument(pub document::Model);
@@ -31,9 +34,15 @@ impl KnowledgeDocument {
     async fn content(&self) -> &str {
         &self.0.content
     }
-    /// What `content` is written in.
-    async fn media_type(&self) -> GqlMediaType {
-        self.0.media_type.into()
+    /// What the document is: the format its text was given in, or the type of the file it
+    /// was uploaded as (detected from the file's bytes).
+    async fn media_type(&self, ctx: &Context<'_>) -> async_graphql::Result<GqlMediaType> {
+        let file = self.file_row(ctx).await.gql()?;
+        Ok(GqlMediaType::of(self.0.media_type, file.map(|file| file.media_type)))
+    }
+    /// The file the document was uploaded as; null for documents given as text.
+    async fn file(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<KnowledgeDocumentFile>> {
+        Ok(self.file_row(ctx).await.gql()?.map(KnowledgeDocumentFile))
     }
     /// Where the document came from, if its author said.
     async fn source_uri(&self) -> Option<&str> {
@@ -47,14 +56,20 @@ impl KnowledgeDocument {
     async fn revision(&self) -> i32 {
         self.0.revision
     }
-    /// Whether every ranker can find the passages yet. Full-text search finds a document
-    /// as soon as it is written; embeddings, when configured, come in the background.
-    async fn indexing_status(&self) -> GqlIndexingStatus {
-        self.0.indexing_status.into()
+    /// Where the document stands. A document given as text is searchable by full text as
+    /// soon as it is written (`READY`, or `PENDING` while embeddings, when configured, come
+    /// in the background). An uploaded file goes `EXTRACTING`, `SPLITTING`, then the same;
+    /// `FAILED` with `indexingError` when it could not be read (or embedding gave up).
+    async fn indexing_status(&self, ctx: &Context<'_>) -> async_graphql::Result<GqlIndexingStatus> {
+        let file = self.file_row(ctx).await.gql()?;
+        Ok(GqlIndexingStatus::of(shown_status(file.map(|file| file.state), self.0.indexing_status)))
     }
-    /// Why embedding failed, when `indexingStatus` is `FAILED`.
-    async fn indexing_error(&self) -> Option<&str> {
-        self.0.indexing_error.as_deref()
+    /// Why the document is `FAILED`: why its file could not be read, or why embedding
+    /// gave up.
+    async fn indexing_error(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<String>> {
+        let file = self.file_row(ctx).await.gql()?;
+        let file_error = file.filter(|file| file.state == entity::FileState::Failed).and_then(|file| file.error);
+        Ok(file_error.or_else(|| self.0.indexing_error.clone()))
     }
     /// The subject who added it.
     async fn created_by(&self) -> &str {
@@ -91,6 +106,37 @@ impl KnowledgeDocument {
             Ok::<_, ApiError>(rows.into_iter().map(KnowledgePassage).collect())
         };
         run.await.gql()
+    }
+}
+
+impl KnowledgeDocument {
+    /// The document's uploaded file, through the request's loader when it has one (a
+    /// WebSocket operation reads it directly).
+    async fn file_row(&self, ctx: &Context<'_>) -> Result<Option<file::Model>, ApiError> {
+        match ctx.data_opt::<RequestLoaders>() {
+            Some(loaders) => loaders.load_one(FileOfDocument(self.0.id)).await.map_err(loaded),
+            None => Ok(files::find(&state(ctx)?.db, self.0.id).await?),
+        }
+    }
+}
+
+/// The file a document was uploaded as.
+pub struct KnowledgeDocumentFile(pub file::Model);
+
+/// The file a document was uploaded as. Its bytes are kept until the document is removed.
+#[Object]
+impl KnowledgeDocumentFile {
+    /// The name it was uploaded with.
+    async fn file_name(&self) -> &str {
+        &self.0.file_name
+    }
+    /// Its size in bytes.
+    async fn byte_size(&self) -> i64 {
+        self.0.byte_size
+    }
+    /// How many pages a PDF has, once its text is extracted; null otherwise.
+    async fn page_count(&self) -> Option<i32> {
+        self.0.page_count
     }
 }
 
@@ -131,5 +177,13 @@ impl KnowledgePassage {
     /// Its size in estimated tokens.
     async fn token_count(&self) -> i32 {
         self.0.token_count
+    }
+    /// The first page of the PDF it comes from (1-based); null for other formats.
+    async fn page_start(&self) -> Option<i32> {
+        self.0.page_start
+    }
+    /// The last page of the PDF it comes from (inclusive); null for other formats.
+    async fn page_end(&self) -> Option<i32> {
+        self.0.page_end
     }
 }

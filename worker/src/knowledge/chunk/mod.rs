@@ -78,6 +78,9 @@ pub struct Chunk {
     pub text: String,
     /// Its size in estimated tokens.
     pub tokens: usize,
+    /// The first and last page (1-based, inclusive) it comes from, for a PDF's text
+    /// (`knowledge::pages`); `None` for formats without pages.
+    pub pages: Option<(i32, i32)>,
 }
 
 /// A document that splits into more passages than `KFS_CHUNK_MAX_PASSAGES` allows.
@@ -181,6 +184,7 @@ impl<'a> Packer<'a> {
             heading_path,
             tokens: usize::try_from(estimate_tokens(&text)).unwrap_or(0),
             text,
+            pages: None,
         });
     }
 

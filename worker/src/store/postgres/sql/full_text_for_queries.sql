@@ -2,7 +2,7 @@
 -- ($4); "n" counts the queries from 1.
 SELECT s."n", hit.* FROM jsonb_array_elements_text(CAST($3 AS jsonb)) WITH ORDINALITY AS s("words", "n")
 CROSS JOIN LATERAL (
-    SELECT p."id", p."document_id", d."title", p."text", p."char_start", p."char_end", p."heading_path", ts_rank(p."search_vector", q)::float8 AS "score"
+    SELECT p."id", p."document_id", d."title", p."text", p."char_start", p."char_end", p."heading_path", p."page_start", p."page_end", d."source_uri", ts_rank(p."search_vector", q)::float8 AS "score"
     FROM "knowledge_passages" p
     JOIN "knowledge_documents" d ON d."id" = p."document_id",
          websearch_to_tsquery('english', s."words") AS q

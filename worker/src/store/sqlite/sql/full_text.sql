@@ -4,7 +4,7 @@
 -- passage of an outer loop). bm25 weights: the two unindexed key columns, then the
 -- context (title and headings, repeated on every passage of a document) at half the
 -- text's weight.
-SELECT p."id", p."document_id", d."title", p."text", p."char_start", p."char_end", p."heading_path", h."score" AS "score"
+SELECT p."id", p."document_id", d."title", p."text", p."char_start", p."char_end", p."heading_path", p."page_start", p."page_end", d."source_uri", h."score" AS "score"
 FROM (SELECT "passage_id", -bm25("knowledge_passages_fts", 0.0, 0.0, 0.5, 1.0) AS "score"
       FROM "knowledge_passages_fts"
       WHERE "knowledge_passages_fts" MATCH ? AND "knowledge_space_id" = ?

@@ -1,0 +1,204 @@
+//! GraphQL multipart requests (the GraphQL multipart request specification, as Apollo's
+//! and urql's upload clients send them): an `operations` part (the request's JSON, held to
+//! the same limits as a JSON body), a `map` part saying which variable each file fills,
+//! then the files, each streamed to a temporary file as it arrives, never held whole in
+//! memory. A file past `KFS_MAX_UPLOAD_BYTES` is refused as soon as the limit is passed.
+//! CSRF: a browser sends a multipart form to any site without asking (it is a "simple"
+//! request), so a multipart request must also carry a header that makes the browser ask
+//! first (a CORS preflight): `GraphQL-Preflight` (or Apollo's `Apollo-Require-Preflight`).
+use std::collections::HashMap;
+use std::io::{Seek as _, Write as _};
+
+use async_graphql::{Request, UploadValue};
+use axum::body::Body;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::Response;
+use serde_json::json;
+
+use super::media::Media;
+
+/// Headers any of which makes a browser send a CORS preflight before the request.
+const PREFLIGHT_HEADERS: &[&str] = &["graphql-preflight", "apollo-require-preflight"];
+
+/// The files one request may carry (every upload mutation takes one).
+const MAX_FILES: usize = 1;
+
+/// The largest `map` part.
+const MAX_MAP_BYTES: usize = 64 * 1024;
+
+/// How much of a file is gathered before it is written to its temporary file.
+const WRITE_BYTES: usize = 1 << 20;
+
+/// Whether the request is a multipart one.
+pub(super) fn is_multipart(headers: &HeaderMap) -> bool {
+    content_type(headers).is_some_and(|value| value.to_ascii_lowercase().starts_with("multipart/form-data"))
+}
+
+fn content_type(headers: &HeaderMap) -> Option<&str> {
+    headers.get(header::CONTENT_TYPE).and_then(|value| value.to_str().ok())
+}
+
+/// The limits a multipart request is read with.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Limits {
+    /// `KFS_MAX_UPLOAD_BYTES`: the largest file.
+    pub max_file_bytes: usize,
+    /// The largest `operations` part: the JSON body limit.
+    pub max_operations_bytes: usize,
+}
+
+/// Reads a multipart request into a GraphQL request with its files, or the response that
+/// refuses it.
+pub(super) async fn receive(
+    headers: &HeaderMap,
+    media: Media,
+    body: Body,
+    limits: Limits,
+    parse: impl AsyncFnOnce(axum::body::Bytes) -> Result<Request, String>,
+) -> Result<Request, Response> {
+    let bad = |message: String| media.request_error(&message, "BAD_USER_INPUT");
+    if !PREFLIGHT_HEADERS.iter().any(|name| headers.contains_key(*name)) {
+        return Err(bad(
+            "a multipart request must carry the header `GraphQL-Preflight: 1`: it makes browsers ask this server first (a CORS preflight), so a page of another site cannot upload in your name".to_owned(),
+        ));
+    }
+    let boundary = content_type(headers)
+        .and_then(|value| multer::parse_boundary(value).ok())
+        .ok_or_else(|| bad("the multipart request's Content-Type has no boundary".to_owned()))?;
+    let whole =
+        limits.max_file_bytes.saturating_mul(MAX_FILES).saturating_add(limits.max_operations_bytes) + MAX_MAP_BYTES;
+    let constraints = multer::Constraints::new().size_limit(
+        multer::SizeLimit::new()
+            .whole_stream(whole as u64)
+            .for_field("operations", limits.max_operations_bytes as u64)
+            .for_field("map", MAX_MAP_BYTES as u64)
+            .per_field(limits.max_file_bytes as u64),
+    );
+    let mut multipart = multer::Multipart::with_constraints(body.into_data_stream(), boundary, constraints);
+    let too_large = |limits: Limits| {
+        let message = format!(
+            "the file is larger than {} bytes, the most one upload may be (KFS_MAX_UPLOAD_BYTES)",
+            limits.max_file_bytes
+        );
+        let body = json!({ "errors": [{ "message": message, "extensions": { "code": "BAD_USER_INPUT" } }] });
+        media.respond(StatusCode::PAYLOAD_TOO_LARGE, &body)
+    };
+    let refuse = |error: multer::Error| match error {
+        multer::Error::FieldSizeExceeded { .. } | multer::Error::StreamSizeExceeded { .. } => too_large(limits),
+        _ => bad("the multipart request is malformed".to_owned()),
+    };
+    let mut request = None;
+    let mut map: Option<HashMap<String, Vec<String>>> = None;
+    let mut parse = Some(parse);
+    let mut files = 0;
+    while let Some(mut field) = multipart.next_field().await.map_err(refuse)? {
+        let name = field.name().unwrap_or_default().to_owned();
+        match name.as_str() {
+            "operations" => {
+                let bytes = read_part(&mut field, limits.max_operations_bytes).await.map_err(refuse)?;
+                let Some(bytes) = bytes else {
+                    let message = format!("the operations part is larger than {} bytes", limits.max_operations_bytes);
+                    return Err(media.respond(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        &json!({ "errors": [{ "message": message, "extensions": { "code": "BAD_USER_INPUT" } }] }),
+                    ));
+                };
+                let Some(parse) = parse.take() else { return Err(bad("operations appears twice".to_owned())) };
+                request = Some(parse(bytes).await.map_err(bad)?);
+            }
+            "map" => {
+                let bytes = read_part(&mut field, MAX_MAP_BYTES)
+                    .await
+                    .map_err(refuse)?
+                    .ok_or_else(|| bad(format!("the map part is larger than {MAX_MAP_BYTES} bytes")))?;
+                map = Some(serde_json::from_slice(&bytes).map_err(|_| {
+                    bad("map must be a JSON object of file names to lists of variable paths".to_owned())
+                })?);
+            }
+            _ => {
+                let (Some(request), Some(map)) = (request.as_mut(), map.as_mut()) else {
+                    return Err(bad("the operations and map parts must come before the files".to_owned()));
+                };
+                let Some(paths) = map.remove(&name) else {
+                    return Err(bad(format!("the map does not name the file part {name:?}")));
+                };
+                files += 1;
+                if files > MAX_FILES {
+                    return Err(bad(format!("a request carries at most {MAX_FILES} file")));
+                }
+                let filename = field.file_name().unwrap_or(&name).to_owned();
+                let content_type = field.content_type().map(ToString::to_string);
+                let content = spool(&mut field).await.map_err(|error| match error {
+                    Spool::Multipart(error) => refuse(error),
+                    Spool::Disk(error) => {
+                        tracing::error!(error = %error, "writing an upload to a temporary file failed");
+                        media.respond(
+                            StatusCode::INTERNAL_SERVER_ERROR,
+                            &json!({ "errors": [{ "message": "the upload could not be stored", "extensions": { "code": "INTERNAL_SERVER_ERROR" } }] }),
+                        )
+                    }
+                })?;
+                let upload = UploadValue { filename, content_type, content };
+                for path in paths {
+                    let clone = upload.try_clone().map_err(|_| bad("the upload could not be read".to_owned()))?;
+                    request.set_upload(&path, clone);
+                }
+            }
+        }
+    }
+    let request = request.ok_or_else(|| bad("the multipart request has no operations part".to_owned()))?;
+    match map {
+        None => Err(bad("the multipart request has no map part".to_owned())),
+        Some(map) if !map.is_empty() => Err(bad("the map names a file the request does not carry".to_owned())),
+        Some(_) => Ok(request),
+    }
+}
+
+/// A part's bytes, or `None` past `limit`.
+async fn read_part(field: &mut multer::Field<'_>, limit: usize) -> Result<Option<axum::body::Bytes>, multer::Error> {
+    let mut bytes = Vec::new();
+    while let Some(chunk) = field.chunk().await? {
+        if bytes.len() + chunk.len() > limit {
+            return Ok(None);
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(Some(bytes.into()))
+}
+
+/// Why a file could not be spooled.
+enum Spool {
+    Multipart(multer::Error),
+    Disk(std::io::Error),
+}
+
+/// Writes a file part to a temporary file (deleted when the last handle closes), a
+/// mebibyte at a time on the blocking pool; returns it rewound.
+async fn spool(field: &mut multer::Field<'_>) -> Result<std::fs::File, Spool> {
+    let mut file = tokio::task::spawn_blocking(tempfile::tempfile)
+        .await
+        .map_err(|error| Spool::Disk(std::io::Error::other(error)))?
+        .map_err(Spool::Disk)?;
+    let mut pending = Vec::with_capacity(WRITE_BYTES);
+    loop {
+        let chunk = field.chunk().await.map_err(Spool::Multipart)?;
+        let last = chunk.is_none();
+        if let Some(chunk) = chunk {
+            pending.extend_from_slice(&chunk);
+        }
+        if pending.len() >= WRITE_BYTES || (last && !pending.is_empty()) {
+            let buffer = std::mem::take(&mut pending);
+            let written = tokio::task::spawn_blocking(move || file.write_all(&buffer).map(|()| (file, buffer)));
+            let (returned, mut buffer) =
+                written.await.map_err(|error| Spool::Disk(std::io::Error::other(error)))?.map_err(Spool::Disk)?;
+            file = returned;
+            buffer.clear();
+            pending = buffer;
+        }
+        if last {
+            break;
+        }
+    }
+    file.rewind().map_err(Spool::Disk)?;
+    Ok(file)
+}
