@@ -7,7 +7,8 @@
 //! `api` and `worker` binaries as child processes ([`process`]), and a webhook receiver that
 //! verifies Standard Webhooks signatures ([`webhook_receiver`]), an identity provider
 //! publishing a JWKS ([`jwks_server`]), an OTLP trace receiver ([`otlp_receiver`]), and what
-//! the bench binaries share ([`bench`]).
+//! the bench binaries share ([`bench`]), and large PDF and Word files made in code
+//! ([`synthetic`]).
 //!
 //! Test binaries declare `harness = false`, list their tests with [`db_tests!`] and
 //! [`plain_tests!`], and call [`harness::run`] from `main`.
@@ -26,6 +27,7 @@ pub mod rerank_server;
 pub mod retrieval_eval;
 pub mod schema;
 pub mod server;
+pub mod synthetic;
 mod violation;
 pub mod webhook_receiver;
 pub mod ws;

@@ -86,7 +86,7 @@ pub struct Loaded {
 impl Loaded {
     /// Where to search.
     pub fn scope(&self) -> Scope<'_> {
-        Scope { tenant_id: &self.tenant_id, knowledge_space_id: self.space_id }
+        Scope::space(&self.tenant_id, self.space_id)
     }
 }
 

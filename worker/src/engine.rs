@@ -381,7 +381,15 @@ impl BuiltinEngine {
         ctx: &StageContext<'_>,
         plan: &Plan,
     ) -> Result<(Vec<Retrieval>, CostReport, serde_json::Value), EngineError> {
-        let scope = Scope { tenant_id: &ctx.job.tenant_id, knowledge_space_id: ctx.job.knowledge_space_id };
+        let (tenant_id, knowledge_space_id) = (&ctx.job.tenant_id, ctx.job.knowledge_space_id);
+        // A task's filters are resolved to the space's matching documents once per round.
+        let allowed = match entity::TaskLimits::from_stored(&ctx.job.limits).filters {
+            Some(filters) => {
+                Some(crate::store::filtered::matching(ctx.db, tenant_id, knowledge_space_id, &filters).await?)
+            }
+            None => None,
+        };
+        let scope = Scope { tenant_id, knowledge_space_id, documents: allowed.as_deref() };
         let limit = self.settings.candidates_per_sub_query;
         let all = self.retriever.search_many(ctx.db, scope, &plan.sub_queries, limit).await?;
         let mut found = Vec::with_capacity(plan.sub_queries.len());

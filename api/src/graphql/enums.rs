@@ -125,6 +125,17 @@ impl GqlMediaType {
         }
     }
 
+    /// The name the schema gives it (`TEXT_PLAIN`…), as filters store it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::TextPlain => "TEXT_PLAIN",
+            Self::TextMarkdown => "TEXT_MARKDOWN",
+            Self::TextHtml => "TEXT_HTML",
+            Self::ApplicationPdf => "APPLICATION_PDF",
+            Self::ApplicationDocx => "APPLICATION_DOCX",
+        }
+    }
+
     /// What a document is shown as: its file's type when it was uploaded, else its text's.
     pub fn of(text: MediaType, file: Option<FileMediaType>) -> Self {
         match (file, text) {

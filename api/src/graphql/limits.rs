@@ -144,6 +144,22 @@ pub fn task_limits(value: Option<Json<Value>>) -> Result<entity::TaskLimits, Api
     entity::TaskLimits::parse(&value).map_err(|error| ApiError::bad_input(error.message))
 }
 
+/// A task's `limits` with `filters` (given beside them, as `createResearchTask`'s input
+/// and the MCP tools take it) stored under `filters`; both at once is BAD_USER_INPUT.
+pub fn with_filters(limits: Option<Json<Value>>, filters: Option<Value>) -> Result<Option<Json<Value>>, ApiError> {
+    let Some(filters) = filters.filter(|filters| !filters.is_null()) else { return Ok(limits) };
+    let mut limits = match limits {
+        None | Some(Json(Value::Null)) => serde_json::Map::new(),
+        Some(Json(Value::Object(limits))) => limits,
+        Some(Json(_)) => return Err(ApiError::bad_input("limits must be a JSON object")),
+    };
+    if limits.get("filters").is_some_and(|given| !given.is_null()) {
+        return Err(ApiError::bad_input("filters are given twice: as filters and as limits.filters; give them once"));
+    }
+    limits.insert("filters".to_owned(), filters);
+    Ok(Some(Json(Value::Object(limits))))
+}
+
 /// `topK`, if given, within `TOP_K`.
 pub fn top_k(value: Option<i32>) -> Result<Option<i32>, ApiError> {
     match value {

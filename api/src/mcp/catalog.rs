@@ -9,6 +9,25 @@ use serde_json::{Value, json};
 /// Every tool, with its input and output schema.
 pub fn all() -> Vec<Tool> {
     let task_id = json!({ "type": "string", "format": "uuid", "description": "The research task's id." });
+    let filters = json!({
+        "type": "object",
+        "description": "Which documents count; every condition given must hold (GraphQL's ResearchFiltersInput).",
+        "properties": {
+            "metadata": {
+                "type": "object",
+                "description": "Each key must equal the document's metadata value (types kept); a list means any of its values.",
+            },
+            "mediaTypes": {
+                "type": "array",
+                "items": { "type": "string", "enum": entity::domain::filters::MEDIA_TYPES },
+                "minItems": 1,
+            },
+            "documentIds": { "type": "array", "items": { "type": "string", "format": "uuid" }, "minItems": 1, "maxItems": 1000 },
+            "createdAfter": { "type": "string", "format": "date-time", "description": "Inclusive." },
+            "createdBefore": { "type": "string", "format": "date-time", "description": "Exclusive." },
+        },
+        "additionalProperties": false,
+    });
     let stage = json!({
         "type": "string",
         "enum": ["queued", "planning", "retrieving", "analyzing", "generating", "paused", "completed", "failed", "canceled"],
@@ -98,6 +117,7 @@ pub fn all() -> Vec<Tool> {
                         "type": "object",
                         "description": concat!("The same limits as GraphQL's createResearchTask:\n", entity::task_limits_doc!()),
                     },
+                    "filters": filters,
                     "idempotency_key": { "type": "string", "maxLength": 255 },
                 },
                 "required": ["space_id", "question"],
@@ -145,6 +165,7 @@ pub fn all() -> Vec<Tool> {
                     "top_k": { "type": "integer", "minimum": 1, "maximum": 50 },
                     "budget_usd": { "type": "number", "minimum": 0 },
                     "limits": { "type": "object", "description": "As start_research's limits." },
+                    "filters": filters,
                 },
                 "required": ["space_id", "question"],
                 "additionalProperties": false,
@@ -160,6 +181,7 @@ pub fn all() -> Vec<Tool> {
                 "properties": {
                     "query": { "type": "string", "minLength": 1, "maxLength": 4000 },
                     "space_id": { "type": "string", "format": "uuid" },
+                    "filters": filters,
                 },
                 "required": ["query"],
                 "additionalProperties": false,

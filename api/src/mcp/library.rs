@@ -11,16 +11,26 @@ use crate::error::ApiError;
 use crate::graphql::access::space_access;
 use crate::state::AppState;
 
-/// The best passages for `query` in `space` (or every space the caller may read, up to
-/// `max_spaces`), at most `limit`, best first.
+/// What a `search` asks for.
+pub struct Searched<'a> {
+    /// The words.
+    pub query: &'a str,
+    /// One space, or every one the caller may read.
+    pub space: Option<Uuid>,
+    /// Which documents count (`limits.filters`' shape).
+    pub filters: Option<&'a entity::DocumentFilters>,
+}
+
+/// The best passages for the query in its space (or every space the caller may read, up
+/// to `max_spaces`), among the documents its filters allow, at most `limit`, best first.
 pub async fn search(
     state: &AppState,
     caller: &Principal,
-    query: &str,
-    space: Option<Uuid>,
+    searched: Searched<'_>,
     limit: u64,
     max_spaces: u64,
 ) -> Result<Value, ApiError> {
+    let Searched { query, space, filters } = searched;
     crate::graphql::limits::text("query", query, crate::graphql::limits::MAX_QUERY_CHARS)?;
     let db = &state.db;
     let spaces: Vec<Uuid> = match (space, &caller.api_key) {
@@ -40,7 +50,17 @@ pub async fn search(
     let terms = worker::engine::search_terms(query);
     let mut found = Vec::new();
     for knowledge_space_id in spaces {
-        let scope = worker::store::passages::Scope { tenant_id: &caller.tenant_id, knowledge_space_id };
+        let allowed = match filters {
+            Some(filters) => {
+                Some(worker::store::filtered::matching(db, &caller.tenant_id, knowledge_space_id, filters).await?)
+            }
+            None => None,
+        };
+        let scope = worker::store::passages::Scope {
+            tenant_id: &caller.tenant_id,
+            knowledge_space_id,
+            documents: allowed.as_deref(),
+        };
         found.extend(worker::knowledge::search::full_text(db, scope, &terms, limit).await?);
     }
     found.sort_by(|a, b| b.score.total_cmp(&a.score));

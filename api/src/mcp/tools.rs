@@ -136,6 +136,7 @@ struct StartArgs {
     top_k: Option<i32>,
     budget_usd: Option<f64>,
     limits: Option<Value>,
+    filters: Option<Value>,
     idempotency_key: Option<String>,
 }
 
@@ -148,6 +149,7 @@ struct ResearchArgs {
     top_k: Option<i32>,
     budget_usd: Option<f64>,
     limits: Option<Value>,
+    filters: Option<Value>,
 }
 
 impl ResearchArgs {
@@ -159,6 +161,7 @@ impl ResearchArgs {
             top_k: self.top_k,
             budget_usd: self.budget_usd,
             limits: self.limits,
+            filters: self.filters,
             idempotency_key: None,
         }
     }
@@ -169,6 +172,7 @@ impl ResearchArgs {
 struct SearchArgs {
     query: String,
     space_id: Option<Uuid>,
+    filters: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -191,7 +195,17 @@ async fn research(
 }
 
 async fn search(state: &AppState, caller: &Principal, args: SearchArgs) -> Result<Value, ApiError> {
-    super::library::search(state, caller, &args.query, args.space_id, SEARCH_RESULTS, SEARCH_SPACES).await
+    let filters = match args.filters.filter(|filters| !filters.is_null()) {
+        None => None,
+        Some(filters) => Some(
+            entity::TaskLimits::parse(&json!({ "filters": filters }))
+                .map_err(|error| ApiError::bad_input(error.message.replacen("limits.filters", "filters", 1)))?
+                .filters
+                .unwrap_or_default(),
+        ),
+    };
+    let searched = super::library::Searched { query: &args.query, space: args.space_id, filters: filters.as_ref() };
+    super::library::search(state, caller, searched, SEARCH_RESULTS, SEARCH_SPACES).await
 }
 
 async fn fetch(state: &AppState, caller: &Principal, id: Uuid) -> Result<Value, ApiError> {
@@ -244,7 +258,8 @@ async fn create(state: &AppState, caller: &Principal, args: StartArgs) -> Result
         mode,
         top_k: args.top_k,
         budget_usd: args.budget_usd,
-        limits: args.limits.map(Json),
+        limits: crate::graphql::limits::with_filters(args.limits.map(Json), args.filters)?,
+        filters: None,
         metadata: None,
         idempotency_key: args.idempotency_key,
     };

@@ -135,6 +135,8 @@ task_limits! {
     clarify: bool = "true or false; default: false";
     /// How long a wait for a person lasts before the task goes on by itself (plan approval with the proposed plan, a clarification without an answer); waiting does not count against `deadline_ms`.
     input_timeout_ms: Bounded<60_000, 604_800_000> = "integer, 60000 to 604800000 (7 days); default: 86400000 (one day)";
+    /// Which documents evidence may come from, in every round and for full-text and vector search alike: `{metadata, mediaTypes, documentIds, createdAfter, createdBefore}`, the shape of `ResearchFiltersInput` (where `createResearchTask`'s `filters` is stored); every condition given must hold. A filter that matches nothing gives the no-evidence answer.
+    filters: super::filters::DocumentFilters = "object; default: every document of the space";
 }
 
 impl TaskLimits {

@@ -59,7 +59,7 @@ fn words(text: &str) -> Vec<String> {
 
 /// Full-text retrieval in the space as research runs it: the passages' document ids.
 async fn retrieved(db: &TestDb, tenant: &str, space: &str, query: &str) -> anyhow::Result<Vec<Uuid>> {
-    let scope = Scope { tenant_id: tenant, knowledge_space_id: space.parse()? };
+    let scope = Scope::space(tenant, space.parse()?);
     let found = Retriever::full_text().search(&db.db, scope, query, 50).await?;
     Ok(found.into_iter().map(|found| found.document_id).collect())
 }
@@ -374,7 +374,7 @@ async fn documents_stored_before_passages_are_split_on_the_first_start(db: TestD
         "{stored:?}"
     );
     ensure!(stored.media_type == entity::MediaType::TextPlain && stored.revision == 1, "{stored:?}");
-    let scope = Scope { tenant_id: "acme", knowledge_space_id: space };
+    let scope = Scope::space("acme", space);
     let found = Retriever::full_text().search(&old.db, scope, "neap", 10).await?;
     ensure!(found.len() == 1 && found[0].document_id == document, "{found:?}");
     // Two short paragraphs under no heading make one passage.

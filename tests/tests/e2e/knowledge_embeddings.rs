@@ -109,7 +109,7 @@ async fn hybrid(
     query: &str,
 ) -> anyhow::Result<Vec<worker::knowledge::search::Found>> {
     let retriever = Retriever::from_settings(&embedding_settings(server)).map_err(anyhow::Error::msg)?;
-    let scope = Scope { tenant_id: tenant, knowledge_space_id: space.parse()? };
+    let scope = Scope::space(tenant, space.parse()?);
     Ok(retriever.search(&db.db, scope, query, 10).await?)
 }
 

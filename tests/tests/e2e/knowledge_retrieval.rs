@@ -34,7 +34,7 @@ async fn passage_full_text_beats_whole_document_search_on_the_evaluation(db: Tes
 async fn searching_a_plans_queries_together_finds_what_each_finds_alone(db: TestDb) -> anyhow::Result<()> {
     use worker::knowledge::search::Scope;
     let (space, _owner, _documents) = crate::worker_support::space_with_documents(&db).await?;
-    let scope = Scope { tenant_id: &space.tenant_id, knowledge_space_id: space.id };
+    let scope = Scope::space(&space.tenant_id, space.id);
     let queries: Vec<String> = [
         "How does a lease token fence a stale worker?",
         "the of and",

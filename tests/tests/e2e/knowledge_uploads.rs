@@ -20,6 +20,8 @@ pub fn tests() -> Vec<DbTest> {
     let reading_pdfs = db_tests![
         pdf_and_word_files_become_passages_with_pages_and_headings_and_research_cites_the_page,
         a_subscription_follows_an_upload_until_it_is_ready_and_strangers_see_nothing,
+        a_forty_mebibyte_pdf_is_extracted_page_by_page,
+        a_hundred_uploads_at_once_are_extracted_a_bounded_number_at_a_time,
         files_that_cannot_be_read_fail_with_a_reason,
         a_removed_replaced_or_deleted_documents_bytes_are_gone,
     ];
@@ -479,6 +481,110 @@ async fn a_subscription_follows_an_upload_until_it_is_ready_and_strangers_see_no
     ws.subscribe("again", FOLLOW, json!({ "id": id })).await?;
     let again = ws.collect("again").await?;
     ensure_eq!(again.len(), 1);
+    api.stop().await;
+    Ok(())
+}
+
+async fn a_forty_mebibyte_pdf_is_extracted_page_by_page(db: TestDb) -> anyhow::Result<()> {
+    let api = api_with_worker(&db, |_| {}).await?;
+    let space = api.space("alice").await?;
+    let token = api.token("alice");
+    let pages = 600;
+    let bytes = kfs_tests::synthetic::pdf(pages, 40, 40 << 20);
+    ensure!(bytes.len() > 40 << 20 && bytes.len() < 50 << 20, "{} bytes", bytes.len());
+    let document = upload(&api, &token, &space, "large.pdf", bytes).await?;
+    let id: Uuid = string_at(&document, "/id")?.parse()?;
+    let mut settled_document = Value::Null;
+    wait_until(Duration::from_secs(180), "the large PDF to be extracted", async || {
+        let data = api
+            .data(
+                Some(&token),
+                "query($id: UUID!) { knowledgeDocument(id: $id) { indexingStatus indexingError file { pageCount } } }",
+                json!({ "id": id }),
+            )
+            .await?;
+        settled_document = data["knowledgeDocument"].clone();
+        Ok(!matches!(settled_document["indexingStatus"].as_str(), Some("EXTRACTING" | "SPLITTING")))
+    })
+    .await?;
+    ensure!(settled_document["indexingStatus"] == "READY", "{settled_document}");
+    ensure_eq!(settled_document["file"]["pageCount"], json!(pages));
+    // Every page's marker sits in a passage of that page.
+    use sea_orm::{ColumnTrait as _, EntityTrait as _, QueryFilter as _};
+    let passages = entity::knowledge_passage::Entity::find()
+        .filter(entity::knowledge_passage::Column::DocumentId.eq(id))
+        .all(&db.db)
+        .await?;
+    for page in [1, 2, pages / 2, pages] {
+        let marker = kfs_tests::synthetic::page_marker(page);
+        let holder = passages
+            .iter()
+            .find(|passage| passage.text.contains(&marker))
+            .with_context(|| format!("no passage holds {marker}"))?;
+        let page = i32::try_from(page)?;
+        ensure!(
+            holder.page_start == Some(page) && holder.page_end == Some(page),
+            "{marker} is in a passage of pages {:?}-{:?}",
+            holder.page_start,
+            holder.page_end
+        );
+    }
+    api.stop().await;
+    Ok(())
+}
+
+async fn a_hundred_uploads_at_once_are_extracted_a_bounded_number_at_a_time(db: TestDb) -> anyhow::Result<()> {
+    let bound = 2;
+    let api = api_with_worker(&db, |settings| settings.worker.extract.concurrency = bound).await?;
+    let space = api.space("alice").await?;
+    let token = api.token("alice");
+    let (pdf, docx) = (fixture("tides.pdf")?, fixture("tides.docx")?);
+    // Watch the leases: a file in work holds one.
+    let watching = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let watcher = {
+        let (conn, watching) = (db.db.clone(), watching.clone());
+        tokio::spawn(async move {
+            use sea_orm::{ColumnTrait as _, EntityTrait as _, PaginatorTrait as _, QueryFilter as _};
+            let mut most = 0;
+            while watching.load(std::sync::atomic::Ordering::Relaxed) {
+                let held = entity::knowledge_document_file::Entity::find()
+                    .filter(entity::knowledge_document_file::Column::LockToken.is_not_null())
+                    .count(&conn)
+                    .await?;
+                most = most.max(held);
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            anyhow::Ok(most)
+        })
+    };
+    let uploads = (0..100).map(|index| {
+        let (api, token, space) = (&api, &token, &space);
+        let (name, bytes) = if index % 2 == 0 {
+            (format!("t{index}.pdf"), pdf.clone())
+        } else {
+            (format!("t{index}.docx"), docx.clone())
+        };
+        async move { upload(api, token, space, &name, bytes).await }
+    });
+    let answered = futures_util::future::join_all(uploads).await;
+    for answer in &answered {
+        let document = answer.as_ref().map_err(|error| anyhow::anyhow!("{error:#}"))?;
+        ensure!(document["indexingStatus"] == "EXTRACTING", "{document}");
+    }
+    let mut ready = 0;
+    wait_until(Duration::from_secs(180), "a hundred uploads to be extracted", async || {
+        use sea_orm::{ColumnTrait as _, EntityTrait as _, PaginatorTrait as _, QueryFilter as _};
+        ready = entity::knowledge_document_file::Entity::find()
+            .filter(entity::knowledge_document_file::Column::State.eq(entity::FileState::Done))
+            .count(&db.db)
+            .await?;
+        Ok(ready == 100)
+    })
+    .await?;
+    watching.store(false, std::sync::atomic::Ordering::Relaxed);
+    let most = watcher.await??;
+    ensure!(most >= 1 && most <= bound as u64, "{most} files were in work at once; the bound is {bound}");
+    println!("knowledge_uploads: 100 uploads extracted, at most {most} at once (bound {bound})");
     api.stop().await;
     Ok(())
 }

@@ -46,6 +46,7 @@ mod multiprocess;
 mod operations;
 mod ops_page;
 mod research_answer;
+mod research_filters;
 mod research_openai;
 mod research_rerank;
 mod research_rounds;
@@ -97,6 +98,7 @@ fn main() -> ExitCode {
         operations::tests(),
         ops_page::tests(),
         research_answer::tests(),
+        research_filters::tests(),
         research_openai::tests(),
         research_rerank::tests(),
         research_rounds::tests(),

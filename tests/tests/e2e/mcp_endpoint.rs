@@ -96,7 +96,7 @@ async fn post(
 }
 
 /// A `tools/call` over raw HTTP; returns the JSON-RPC response.
-async fn call(api: &Api, bearer: &str, tool: &str, arguments: Value) -> anyhow::Result<Value> {
+pub async fn call(api: &Api, bearer: &str, tool: &str, arguments: Value) -> anyhow::Result<Value> {
     let body = json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": { "name": tool, "arguments": arguments } });
     let (status, _, text) = post(api, Some(bearer), &[], &body.to_string()).await?;
     ensure_eq!(status, 200, "{text}");

@@ -64,6 +64,7 @@ pub mod embeddings;
 pub mod erasures;
 pub mod errors;
 pub mod files;
+pub mod filtered;
 pub mod grants;
 pub mod journal;
 pub mod locks;

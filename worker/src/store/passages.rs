@@ -17,6 +17,16 @@ pub struct Scope<'a> {
     pub tenant_id: &'a str,
     /// The space.
     pub knowledge_space_id: Uuid,
+    /// Only passages of these documents (a task's `limits.filters`, resolved by
+    /// `documents::matching`); `None` for every document of the space.
+    pub documents: Option<&'a [Uuid]>,
+}
+
+impl<'a> Scope<'a> {
+    /// Every document of the space.
+    pub fn space(tenant_id: &'a str, knowledge_space_id: Uuid) -> Self {
+        Self { tenant_id, knowledge_space_id, documents: None }
+    }
 }
 
 /// A passage as search reads it, with a ranker's score.
@@ -62,7 +72,13 @@ pub async fn full_text<C: ConnectionTrait>(
         Dialect::Postgres => Statement::from_sql_and_values(
             backend,
             super::postgres::FULL_TEXT,
-            [scope.tenant_id.into(), scope.knowledge_space_id.into(), terms.join(" or ").into(), limit.into()],
+            [
+                scope.tenant_id.into(),
+                scope.knowledge_space_id.into(),
+                terms.join(" or ").into(),
+                limit.into(),
+                postgres_documents(scope),
+            ],
         ),
         Dialect::Sqlite => {
             let matched: Vec<String> = terms.iter().map(|term| format!("\"{term}\"")).collect();
@@ -75,6 +91,7 @@ pub async fn full_text<C: ConnectionTrait>(
                     limit.into(),
                     scope.tenant_id.into(),
                     scope.knowledge_space_id.into(),
+                    scope.documents.map_or(sea_orm::Value::String(None), super::sqlite::id_list),
                 ],
             )
         }
@@ -105,7 +122,13 @@ pub async fn full_text_for_queries<C: ConnectionTrait>(
     let statement = Statement::from_sql_and_values(
         conn.get_database_backend(),
         super::postgres::FULL_TEXT_FOR_QUERIES,
-        [scope.tenant_id.into(), scope.knowledge_space_id.into(), words.into(), limit.into()],
+        [
+            scope.tenant_id.into(),
+            scope.knowledge_space_id.into(),
+            words.into(),
+            limit.into(),
+            postgres_documents(scope),
+        ],
     );
     let mut lists: Vec<Vec<PassageRow>> = searched.iter().map(|_| Vec::new()).collect();
     for result in conn.query_all_raw(statement).await? {
@@ -121,6 +144,14 @@ pub async fn full_text_for_queries<C: ConnectionTrait>(
         .iter()
         .map(|terms| if terms.is_empty() { Vec::new() } else { lists.next().unwrap_or_default() })
         .collect())
+}
+
+/// The scope's documents as PostgreSQL's `uuid[]` parameter (NULL for every document).
+fn postgres_documents(scope: Scope<'_>) -> sea_orm::Value {
+    match scope.documents {
+        Some(ids) => ids.to_vec().into(),
+        None => sea_orm::Value::Array(sea_orm::sea_query::ArrayType::Uuid, None),
+    }
 }
 
 /// A passage's stored vector.
@@ -141,18 +172,25 @@ pub async fn vectors<C: ConnectionTrait>(
     dimensions: i32,
     limit: u64,
 ) -> Result<Vec<StoredVector>, DbErr> {
-    embedding::Entity::find()
+    let mut query = embedding::Entity::find()
         .select_only()
         .columns([embedding::Column::PassageId, embedding::Column::Vector])
         .filter(embedding::Column::TenantId.eq(scope.tenant_id))
         .filter(embedding::Column::KnowledgeSpaceId.eq(scope.knowledge_space_id))
         .filter(embedding::Column::Model.eq(model))
-        .filter(embedding::Column::Dimensions.eq(dimensions))
-        .order_by_asc(embedding::Column::PassageId)
-        .limit(limit)
-        .into_model::<StoredVector>()
-        .all(conn)
-        .await
+        .filter(embedding::Column::Dimensions.eq(dimensions));
+    if let Some(documents) = scope.documents {
+        use entity::knowledge_passage as passage;
+        let of_documents = sea_orm::sea_query::Query::select()
+            .column(passage::Column::Id)
+            .from(passage::Entity)
+            .and_where(passage::Column::TenantId.eq(scope.tenant_id))
+            .and_where(passage::Column::KnowledgeSpaceId.eq(scope.knowledge_space_id))
+            .and_where(passage::Column::DocumentId.is_in(documents.iter().copied()))
+            .to_owned();
+        query = query.filter(embedding::Column::PassageId.in_subquery(of_documents));
+    }
+    query.order_by_asc(embedding::Column::PassageId).limit(limit).into_model::<StoredVector>().all(conn).await
 }
 
 /// The passages with these ids in the scope (score 0).

@@ -212,7 +212,7 @@ fn validated(input: CreateResearchTaskInput, max_execution_attempts: i32) -> Res
         mode: input.mode.map(ResearchMode::from),
         top_k: limits::top_k(input.top_k)?,
         budget_usd: limits::budget(input.budget_usd)?,
-        limits: limits::task_limits(input.limits)?,
+        limits: limits::task_limits(limits::with_filters(input.limits, input.filters.as_ref().map(|f| f.to_json()))?)?,
         metadata: limits::json_object("metadata", input.metadata)?,
         idempotency_key: limits::idempotency_key(input.idempotency_key)?,
         max_execution_attempts,

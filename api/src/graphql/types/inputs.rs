@@ -90,10 +90,58 @@ pub struct CreateResearchTaskInput {
     ///
     #[doc = entity::task_limits_doc!()]
     pub limits: Option<Json<Value>>,
+    /// Which documents evidence may come from (stored in `limits` under `filters`; give it
+    /// here or there, not both).
+    pub filters: Option<ResearchFiltersInput>,
     /// Your own data, a JSON object of at most 16 KB.
     pub metadata: Option<Json<Value>>,
     /// Repeating a request with the same key returns the same task; at most 255 characters.
     pub idempotency_key: Option<String>,
+}
+
+/// Which documents of the space a task's evidence may come from, in every round and for
+/// full-text and vector search alike. Every condition given must hold; a filter that
+/// matches no document gives the no-evidence answer.
+#[derive(InputObject, Default)]
+pub struct ResearchFiltersInput {
+    /// Each key must match the document's `metadata` value for that key by JSON equality
+    /// with types kept (`1` is not `"1"`); a list here means any of its values; a document
+    /// value that is a list matches when any element does. At most 32 keys; values are
+    /// strings, numbers, booleans or null, or lists of 1 to 100 of them.
+    pub metadata: Option<Json<Value>>,
+    /// What the document is.
+    pub media_types: Option<Vec<GqlMediaType>>,
+    /// Only these documents (at most 1,000).
+    pub document_ids: Option<Vec<Uuid>>,
+    /// Documents created at or after this instant.
+    pub created_after: Option<chrono::DateTime<chrono::Utc>>,
+    /// Documents created before this instant.
+    pub created_before: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+impl ResearchFiltersInput {
+    /// The filters in the shape `limits.filters` stores.
+    pub fn to_json(&self) -> Value {
+        let mut object = serde_json::Map::new();
+        if let Some(Json(metadata)) = &self.metadata {
+            object.insert("metadata".to_owned(), metadata.clone());
+        }
+        if let Some(types) = &self.media_types {
+            object.insert("mediaTypes".to_owned(), types.iter().map(|kind| Value::from(kind.name())).collect());
+        }
+        if let Some(ids) = &self.document_ids {
+            object.insert("documentIds".to_owned(), ids.iter().map(|id| Value::from(id.to_string())).collect());
+        }
+        let instant =
+            |at: &chrono::DateTime<chrono::Utc>| Value::from(at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
+        if let Some(after) = &self.created_after {
+            object.insert("createdAfter".to_owned(), instant(after));
+        }
+        if let Some(before) = &self.created_before {
+            object.insert("createdBefore".to_owned(), instant(before));
+        }
+        Value::Object(object)
+    }
 }
 
 /// A webhook endpoint for the caller's own tasks in a space.

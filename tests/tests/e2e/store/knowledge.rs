@@ -25,7 +25,7 @@ async fn full_text_ranks_only_the_spaces_own_passages_the_same_alone_and_togethe
     let elsewhere = fixtures::space(&db).await?;
     let stranger = fixtures::member(&db, &elsewhere, "author", entity::MemberRole::Owner).await?;
     fixtures::document(&db, &stranger, "Leases too", "A lease fences out a stale worker.").await?;
-    let scope = Scope { tenant_id: &space.tenant_id, knowledge_space_id: space.id };
+    let scope = Scope::space(&space.tenant_id, space.id);
     let terms = vec!["lease".to_owned(), "worker".to_owned()];
     let found = passages::full_text(&db.db, scope, &terms, 10).await?;
     ensure_eq!(found.iter().map(|row| row.document_id).collect::<Vec<_>>(), vec![leases.id]);
@@ -48,13 +48,13 @@ async fn passages_by_id_and_stored_vectors_stay_in_their_space(db: TestDb) -> an
     let document = fixtures::document_as(&db, &author, "Notes", "First.\n\nSecond.", MediaType::TextPlain).await?;
     let rows = store::documents::passages(&db.db, document.id, -1, 10).await?;
     anyhow::ensure!(!rows.is_empty(), "the document has passages");
-    let scope = Scope { tenant_id: &space.tenant_id, knowledge_space_id: space.id };
+    let scope = Scope::space(&space.tenant_id, space.id);
     let ids: Vec<Uuid> = rows.iter().map(|row| row.id).collect();
     let found = passages::by_ids(&db.db, scope, &ids).await?;
     ensure_eq!(found.len(), ids.len());
     anyhow::ensure!(found.iter().all(|row| row.title == "Notes" && row.score == 0.0), "{found:?}");
     let other = fixtures::space(&db).await?;
-    let elsewhere = Scope { tenant_id: &other.tenant_id, knowledge_space_id: other.id };
+    let elsewhere = Scope::space(&other.tenant_id, other.id);
     ensure_eq!(passages::by_ids(&db.db, elsewhere, &ids).await?.len(), 0);
     // A vector written for the first passage is read back for its model and size only.
     let lease = lease_document(&db, document.id).await?;
