@@ -31,7 +31,7 @@ pub async fn readable_document(
         return Ok(None);
     }
     let file = files::find(&app.db, id).await?;
-    let shown = shown_status(file.map(|file| file.state), found.indexing_status);
+    let shown = shown_status(file.map(|file| file.state), &found);
     Ok(Some((found, shown)))
 }
 

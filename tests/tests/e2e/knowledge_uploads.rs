@@ -84,7 +84,7 @@ async fn documents(api: &Api, bearer: &str, space: &str) -> anyhow::Result<Vec<V
     Ok(data.pointer("/knowledgeSpace/documents").and_then(Value::as_array).cloned().unwrap_or_default())
 }
 
-/// Waits until no document of the space is extracting or splitting; returns them by title.
+/// Waits until no document of the space is extracting or splitting; returns them.
 async fn settled(api: &Api, bearer: &str, space: &str) -> anyhow::Result<Vec<Value>> {
     let mut last = Vec::new();
     wait_until(Duration::from_secs(60), "uploads to settle", async || {
@@ -182,6 +182,11 @@ async fn pdf_and_word_files_become_passages_with_pages_and_headings_and_research
         "the table's text is missing: {passages:?}"
     );
 
+    // A text document with a source, so evidence shows where each item came from.
+    let input = json!({ "knowledgeSpaceId": space, "title": "Harbour notes", "mediaType": "TEXT_PLAIN",
+        "content": "Tide gauges in the harbour measure mean sea level every hour.", "sourceUri": "https://example.org/harbour" });
+    api.data(Some(&token), crate::knowledge_documents::ADD, json!({ "input": input })).await?;
+
     // Research over the PDF cites the page its evidence is on (the built-in engine).
     let input = json!({ "knowledgeSpaceId": space, "query": "How is mean sea level measured by tide gauges?",
         "mode": "FAST", "topK": 3, "limits": {}, "metadata": {} });
@@ -214,6 +219,10 @@ async fn pdf_and_word_files_become_passages_with_pages_and_headings_and_research
         })
         .with_context(|| format!("the PDF's passage is not evidence: {evidence:?}"))?;
     ensure!(cited["page_start"] == 2 && cited["page_end"] == 2, "{cited}");
+    ensure!(cited.get("source_uri").is_none(), "the PDF has no source: {cited}");
+    let harbour =
+        evidence.iter().find(|item| item["title"] == "Harbour notes").with_context(|| format!("{evidence:?}"))?;
+    ensure!(harbour["source_uri"] == "https://example.org/harbour" && harbour.get("page_start").is_none(), "{harbour}");
     let word_item = evidence.iter().find(|item| item["title"] == "tides.docx");
     ensure!(word_item.is_none_or(|item| item.get("page_start").is_none()), "{word_item:?}");
     api.stop().await;
@@ -374,7 +383,7 @@ async fn uploads_need_the_preflight_header_and_are_held_to_the_size_limit_and_th
 }
 
 async fn a_removed_replaced_or_deleted_documents_bytes_are_gone(db: TestDb) -> anyhow::Result<()> {
-    let api = api_with_worker(&db, |_| {}).await?;
+    let api = api_with_worker(&db, |settings| settings.operator_subjects = vec!["ops-admin".to_owned()]).await?;
     let space = api.space("alice").await?;
     let token = api.token("alice");
     let parts =

@@ -129,16 +129,20 @@ async fn split(
     split.await.unwrap_or_else(|_| Err("splitting the file's text failed".to_owned()))
 }
 
-/// The status a document whose file is `file` shows: its extraction while that runs,
-/// then the document's own.
-pub fn shown_status(file: Option<FileState>, document: IndexingStatus) -> ShownStatus {
+/// The status a document shows, from its row and its file's row (`file`), read in that
+/// order: its extraction while that runs, then the document's own. The two rows are read
+/// in two statements, so the file may already be `done` while the document row read
+/// before it still lacks the text (an extraction always writes some): that document is
+/// shown as still splitting, never as ready and empty.
+pub fn shown_status(file: Option<FileState>, document: &entity::knowledge_document::Model) -> ShownStatus {
     match file {
         Some(FileState::Extracting) => ShownStatus::Extracting,
         Some(FileState::Splitting) => ShownStatus::Splitting,
+        Some(FileState::Done) if document.content.is_empty() => ShownStatus::Splitting,
         // An edit after the failure (a new title) resets the document's own status; the
         // file still gave no text.
         Some(FileState::Failed) => ShownStatus::Indexing(IndexingStatus::Failed),
-        Some(FileState::Done) | None => ShownStatus::Indexing(document),
+        Some(FileState::Done) | None => ShownStatus::Indexing(document.indexing_status),
     }
 }
 

@@ -62,7 +62,7 @@ impl KnowledgeDocument {
     /// `FAILED` with `indexingError` when it could not be read (or embedding gave up).
     async fn indexing_status(&self, ctx: &Context<'_>) -> async_graphql::Result<GqlIndexingStatus> {
         let file = self.file_row(ctx).await.gql()?;
-        Ok(GqlIndexingStatus::of(shown_status(file.map(|file| file.state), self.0.indexing_status)))
+        Ok(GqlIndexingStatus::of(shown_status(file.map(|file| file.state), &self.0)))
     }
     /// Why the document is `FAILED`: why its file could not be read, or why embedding
     /// gave up.
