@@ -7,7 +7,7 @@ CROSS JOIN LATERAL (
     JOIN "knowledge_documents" d ON d."id" = p."document_id",
          websearch_to_tsquery('english', s."words") AS q
     WHERE p."tenant_id" = $1 AND p."knowledge_space_id" = $2 AND p."search_vector" @@ q
-      AND (CAST($5 AS uuid[]) IS NULL OR p."document_id" = ANY (CAST($5 AS uuid[])))
+      AND (CAST($5 AS uuid[]) IS NULL OR p."document_id" IN (SELECT unnest(CAST($5 AS uuid[]))))
     ORDER BY "score" DESC, p."id"
     LIMIT $4
 ) AS hit
