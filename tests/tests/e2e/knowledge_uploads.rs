@@ -23,6 +23,7 @@ pub fn tests() -> Vec<DbTest> {
         a_forty_mebibyte_pdf_is_extracted_page_by_page,
         a_hundred_uploads_at_once_are_extracted_a_bounded_number_at_a_time,
         files_that_cannot_be_read_fail_with_a_reason,
+        text_past_the_extracted_bytes_limit_fails_the_document,
         a_removed_replaced_or_deleted_documents_bytes_are_gone,
     ];
     let mut tests: Vec<DbTest> = reading_pdfs.into_iter().map(DbTest::needing_pdftotext).collect();
@@ -314,6 +315,21 @@ async fn files_that_cannot_be_read_fail_with_a_reason(db: TestDb) -> anyhow::Res
     let input = json!({ "knowledgeSpaceId": space, "title": "x", "content": "x", "mediaType": "APPLICATION_PDF" });
     let code = api.code(Some(&token), crate::knowledge_documents::ADD, json!({ "input": input })).await?;
     ensure_eq!(code, "BAD_USER_INPUT");
+    api.stop().await;
+    Ok(())
+}
+
+async fn text_past_the_extracted_bytes_limit_fails_the_document(db: TestDb) -> anyhow::Result<()> {
+    let api = api_with_worker(&db, |settings| settings.worker.max_extracted_bytes = 300).await?;
+    let space = api.space("alice").await?;
+    let token = api.token("alice");
+    upload(&api, &token, &space, "tides.pdf", fixture("tides.pdf")?).await?;
+    upload(&api, &token, &space, "tides.docx", fixture("tides.docx")?).await?;
+    for document in settled(&api, &token, &space).await? {
+        let error = document["indexingError"].as_str().unwrap_or_default();
+        ensure!(document["indexingStatus"] == "FAILED" && error.contains("KFS_MAX_EXTRACTED_BYTES"), "{document}");
+        ensure!(document["content"] == "" && document["passages"].as_array().is_some_and(Vec::is_empty), "{document}");
+    }
     api.stop().await;
     Ok(())
 }

@@ -1,14 +1,19 @@
-//! The documents of a space a task's `limits.filters` lets evidence come from. The
-//! conditions an index answers (ids, creation time) narrow the read in SQL; metadata and
-//! media type are then checked here, by [`DocumentFilters::matches`], so JSON equality
-//! means the same on both backends. Read once per round, not per search.
+//! The documents of a space a task's `limits.filters` lets evidence come from. SQL narrows
+//! the read: the ids, and each metadata key's values (PostgreSQL: JSON containment, which
+//! the GIN index over `metadata` answers; SQLite: the key's values through `json_each`),
+//! a superset of what matches; every row read is then checked by the one rule,
+//! [`DocumentFilters::matches`], so JSON equality means the same on both backends. Read
+//! once per round, not per search.
 use entity::{
     DocumentFilters, FileMediaType, FilteredDocument, MediaType, knowledge_document as document,
     knowledge_document_file as file,
 };
+use sea_orm::sea_query::{Condition, Expr};
 use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QuerySelect};
-use serde_json::Value;
+use serde_json::{Value, json};
 use uuid::Uuid;
+
+use super::{Dialect, dialect};
 
 /// The ids of the documents of the space that meet every condition of `filters`.
 pub async fn matching<C: ConnectionTrait>(
@@ -29,6 +34,13 @@ pub async fn matching<C: ConnectionTrait>(
         .filter(document::Column::KnowledgeSpaceId.eq(knowledge_space_id));
     if let Some(ids) = &filters.document_ids {
         query = query.filter(document::Column::Id.is_in(ids.iter().copied()));
+    }
+    if let Some(wanted) = &filters.metadata {
+        for (key, want) in wanted {
+            if let Some(condition) = metadata_condition(dialect(conn), key, want) {
+                query = query.filter(condition);
+            }
+        }
     }
     let rows: Vec<(Uuid, Value, MediaType, i64)> = query.into_tuple().all(conn).await?;
     let uploaded: std::collections::HashMap<Uuid, FileMediaType> = file::Entity::find()
@@ -55,4 +67,49 @@ pub async fn matching<C: ConnectionTrait>(
         })
         .map(|(id, ..)| *id)
         .collect())
+}
+
+/// A condition every document whose `key` matches `want` meets (more may meet it; the
+/// rule decides), or `None` when SQL cannot narrow this key.
+fn metadata_condition(dialect: Dialect, key: &str, want: &Value) -> Option<Condition> {
+    let values: &[Value] = match want {
+        Value::Array(values) => values,
+        single => std::slice::from_ref(single),
+    };
+    let mut any = Condition::any();
+    for value in values {
+        match dialect {
+            // Containment keeps types and reads the GIN index; `{k: [v]}` finds v inside a
+            // list the document holds.
+            Dialect::Postgres => {
+                for shape in [json!({ key: value }), json!({ key: [value] })] {
+                    any = any.add(Expr::cust_with_values(
+                        r#""knowledge_documents"."metadata" @> CAST($1 AS jsonb)"#,
+                        [shape.to_string()],
+                    ));
+                }
+            }
+            Dialect::Sqlite => {
+                // The key as a JSON path; a key SQLite's path syntax cannot quote is left
+                // to the rule, as is null (SQL compares nothing equal to it).
+                if key.contains(['"', '\\']) || value.is_null() {
+                    return None;
+                }
+                let atom: sea_orm::Value = match value {
+                    Value::String(text) => text.clone().into(),
+                    Value::Bool(flag) => i64::from(*flag).into(),
+                    Value::Number(number) => match number.as_i64() {
+                        Some(integer) => integer.into(),
+                        None => number.as_f64().unwrap_or_default().into(),
+                    },
+                    _ => return None,
+                };
+                any = any.add(Expr::cust_with_values(
+                    r#"EXISTS (SELECT 1 FROM json_each("knowledge_documents"."metadata", ?) AS "element" WHERE "element"."atom" = ?)"#,
+                    [format!("$.\"{key}\"").into(), atom],
+                ));
+            }
+        }
+    }
+    Some(any)
 }
