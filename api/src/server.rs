@@ -74,7 +74,15 @@ fn cors(origins: &[String]) -> anyhow::Result<Option<CorsLayer>> {
         CorsLayer::new()
             .allow_origin(AllowOrigin::list(allowed))
             .allow_methods([Method::GET, Method::POST])
-            .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE, header::ACCEPT])
+            // The preflight headers uploads must carry (`http/multipart.rs`) are what makes
+            // a browser ask here first; a page of an allowed origin may send them.
+            .allow_headers([
+                header::AUTHORIZATION,
+                header::CONTENT_TYPE,
+                header::ACCEPT,
+                header::HeaderName::from_static("graphql-preflight"),
+                header::HeaderName::from_static("apollo-require-preflight"),
+            ])
             .max_age(Duration::from_secs(600)),
     ))
 }

@@ -197,7 +197,7 @@ async fn preflight(server: &TestServer, origin: &str) -> anyhow::Result<(u16, Op
         .request(reqwest::Method::OPTIONS, server.graphql_url())
         .header("origin", origin)
         .header("access-control-request-method", "POST")
-        .header("access-control-request-headers", "authorization,content-type")
+        .header("access-control-request-headers", "authorization,content-type,graphql-preflight")
         .send()
         .await?;
     let header = |name: &str| response.headers().get(name).and_then(|value| value.to_str().ok()).map(str::to_owned);
@@ -212,8 +212,11 @@ async fn cors_admits_the_configured_origins_only(db: TestDb) -> anyhow::Result<(
     let (status, origin, headers) = preflight(&server, allowed).await?;
     ensure!(status < 300 && origin.as_deref() == Some(allowed), "the allowed origin's preflight: {status} {origin:?}");
     ensure!(
-        headers.is_some_and(|headers| headers.to_lowercase().contains("authorization")),
-        "Authorization not allowed"
+        headers.is_some_and(|headers| {
+            let headers = headers.to_lowercase();
+            headers.contains("authorization") && headers.contains("graphql-preflight")
+        }),
+        "Authorization or GraphQL-Preflight (which uploads carry) not allowed"
     );
     let (_, refused, _) = preflight(&server, "http://evil.example").await?;
     ensure!(refused.is_none(), "a refused origin was answered with Access-Control-Allow-Origin: {refused:?}");
