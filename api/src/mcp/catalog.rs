@@ -47,6 +47,9 @@ pub fn all() -> Vec<Tool> {
             "document_id": { "type": "string" },
             "char_start": { "type": ["integer", "null"] },
             "char_end": { "type": ["integer", "null"] },
+            "page_start": { "type": "integer", "description": "The first page of the PDF it comes from (1-based)." },
+            "page_end": { "type": "integer", "description": "The last page of the PDF it comes from." },
+            "source_uri": { "type": "string", "description": "Where its document came from." },
         },
         "required": ["n", "title", "text", "document_id"],
     });

@@ -313,7 +313,7 @@ pub(super) async fn get_research(state: &AppState, caller: &Principal, id: Uuid)
             .flatten()
             .enumerate()
             .map(|(index, item)| {
-                json!({
+                let mut citation = json!({
                     "n": item.get("citation").and_then(Value::as_i64).unwrap_or(index as i64 + 1),
                     "title": item.get("title").and_then(Value::as_str).unwrap_or_default(),
                     "passage_id": item.get("passage_id").cloned().unwrap_or(Value::Null),
@@ -322,7 +322,14 @@ pub(super) async fn get_research(state: &AppState, caller: &Principal, id: Uuid)
                     "document_id": item.get("document_id").and_then(Value::as_str).unwrap_or_default(),
                     "char_start": item.get("char_start").cloned().unwrap_or(Value::Null),
                     "char_end": item.get("char_end").cloned().unwrap_or(Value::Null),
-                })
+                });
+                // Where it points back to, when the evidence says: a PDF's pages, the source.
+                for key in ["page_start", "page_end", "source_uri"] {
+                    if let Some(value) = item.get(key) {
+                        citation[key] = value.clone();
+                    }
+                }
+                citation
             })
             .collect();
         result["citations"] = json!(citations);

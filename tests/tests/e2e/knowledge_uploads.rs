@@ -224,6 +224,18 @@ async fn pdf_and_word_files_become_passages_with_pages_and_headings_and_research
     let harbour =
         evidence.iter().find(|item| item["title"] == "Harbour notes").with_context(|| format!("{evidence:?}"))?;
     ensure!(harbour["source_uri"] == "https://example.org/harbour" && harbour.get("page_start").is_none(), "{harbour}");
+    // An agent reading the task over MCP sees the same pages and source.
+    let mcp = TestServer::token_with("alice", &api.tenant, Some("mcp"), entity::now_millis() / 1000 + 3600);
+    let read = crate::mcp_endpoint::call(&api, &mcp, "get_research", json!({ "task_id": task })).await?;
+    let citations = read["result"]["structuredContent"]["citations"].as_array().cloned().unwrap_or_default();
+    ensure!(
+        citations.iter().any(|citation| citation["page_start"] == 2 && citation["page_end"] == 2),
+        "no citation of page 2 over MCP: {read}"
+    );
+    ensure!(
+        citations.iter().any(|citation| citation["source_uri"] == "https://example.org/harbour"),
+        "no source over MCP: {read}"
+    );
     let word_item = evidence.iter().find(|item| item["title"] == "tides.docx");
     ensure!(word_item.is_none_or(|item| item.get("page_start").is_none()), "{word_item:?}");
     api.stop().await;
