@@ -8,11 +8,13 @@
 //! first (a CORS preflight): `GraphQL-Preflight` (or Apollo's `Apollo-Require-Preflight`).
 use std::collections::HashMap;
 use std::io::{Seek as _, Write as _};
+use std::sync::Arc;
 
 use async_graphql::{Request, UploadValue};
 use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
+use futures_util::StreamExt as _;
 use serde_json::json;
 
 use super::media::Media;
@@ -48,11 +50,53 @@ pub(super) struct Limits {
 }
 
 /// Reads a multipart request into a GraphQL request with its files, or the response that
-/// refuses it.
+/// refuses it; after a refusal, the rest of the body is read and dropped first (`drain`).
 pub(super) async fn receive(
     headers: &HeaderMap,
     media: Media,
     body: Body,
+    limits: Limits,
+    parse: impl AsyncFnOnce(axum::body::Bytes) -> Result<Request, String>,
+) -> Result<Request, Response> {
+    // multer reads the body through a handle kept here, so that after a refusal the rest
+    // of what the client sends can still be read.
+    let shared = Arc::new(tokio::sync::Mutex::new(body.into_data_stream()));
+    let read = read(headers, media, &shared, limits, parse).await;
+    if read.is_err() {
+        drain(&shared).await;
+    }
+    read
+}
+
+/// Reads what the client still sends after a refusal, for at most [`DRAIN_BYTES`] and
+/// [`DRAIN_TIME`]: answering while the client is still writing and closing the connection
+/// would reset it, and most clients then report the reset instead of the answer (a file
+/// one byte over the limit would read as a network error).
+async fn drain(body: &tokio::sync::Mutex<axum::body::BodyDataStream>) {
+    let mut body = body.lock().await;
+    let mut drained = 0usize;
+    let read = async {
+        while let Some(Ok(chunk)) = body.next().await {
+            drained += chunk.len();
+            if drained > DRAIN_BYTES {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(DRAIN_TIME, read).await;
+}
+
+/// How much of a refused body is read and dropped at most.
+const DRAIN_BYTES: usize = 64 << 20;
+
+/// How long a refused body is read at most.
+const DRAIN_TIME: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The request's parts, read in order.
+async fn read(
+    headers: &HeaderMap,
+    media: Media,
+    shared: &Arc<tokio::sync::Mutex<axum::body::BodyDataStream>>,
     limits: Limits,
     parse: impl AsyncFnOnce(axum::body::Bytes) -> Result<Request, String>,
 ) -> Result<Request, Response> {
@@ -74,7 +118,11 @@ pub(super) async fn receive(
             .for_field("map", MAX_MAP_BYTES as u64)
             .per_field(limits.max_file_bytes as u64),
     );
-    let mut multipart = multer::Multipart::with_constraints(body.into_data_stream(), boundary, constraints);
+    let stream = futures_util::stream::unfold(shared.clone(), |body| async move {
+        let next = body.lock().await.next().await;
+        next.map(|item| (item, body))
+    });
+    let mut multipart = multer::Multipart::with_constraints(stream, boundary, constraints);
     let too_large = |limits: Limits| {
         let message = format!(
             "the file is larger than {} bytes, the most one upload may be (KFS_MAX_UPLOAD_BYTES)",
