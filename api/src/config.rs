@@ -59,6 +59,11 @@ pub struct Settings {
     /// `KFS_MAX_UPLOAD_BYTES`: the largest file one upload may carry (a multipart request
     /// is bounded by it and the JSON body limit for its operations, not by the body limit).
     pub max_upload_bytes: usize,
+    /// `KFS_UPLOAD_TIMEOUT_MS`: how long a multipart request's body may take to arrive.
+    pub upload_timeout_ms: u64,
+    /// `KFS_MAX_CONCURRENT_UPLOADS`: multipart bodies one process reads at once (a
+    /// quarter of them, at least one, from one caller); past it, 429.
+    pub max_concurrent_uploads: usize,
     /// `KFS_QUOTA_UPLOAD_BYTES_PER_TENANT`: the file bytes one tenant may have stored;
     /// unset, no limit.
     #[serde(default)]
@@ -155,6 +160,8 @@ struct Defaults {
     embedded_worker: bool,
     max_content_bytes: usize,
     max_upload_bytes: usize,
+    upload_timeout_ms: u64,
+    max_concurrent_uploads: usize,
     max_response_bytes: usize,
     ws_init_timeout_ms: u64,
     ws_ping_interval_ms: u64,
@@ -175,6 +182,8 @@ impl Default for Defaults {
             embedded_worker: true,
             max_content_bytes: 5 * 1024 * 1024,
             max_upload_bytes: 50 * 1024 * 1024,
+            upload_timeout_ms: 120_000,
+            max_concurrent_uploads: 32,
             max_response_bytes: 64 * 1024 * 1024,
             ws_init_timeout_ms: 10_000,
             ws_ping_interval_ms: 15_000,

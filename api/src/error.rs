@@ -197,6 +197,13 @@ impl From<LifecycleError> for ApiError {
                 current_stage: None,
                 row_version: Some(actual),
             },
+            LifecycleError::NotAllowed { command: "steer", current: current @ entity::Stage::Generating } => {
+                Self::Conflict {
+                    message: "steer is not allowed while the task is generating: the answer is already being written, and a note would not reach it".to_owned(),
+                    current_stage: Some(current),
+                    row_version: None,
+                }
+            }
             LifecycleError::NotAllowed { command, current } => Self::Conflict {
                 message: format!("{command} is not allowed while the task is {}", current.as_str()),
                 current_stage: Some(current),

@@ -91,7 +91,12 @@ fn cors(origins: &[String]) -> anyhow::Result<Option<CorsLayer>> {
 /// `shutdown` closes open WebSockets when the server stops.
 pub fn router(state: AppState, shutdown: CancellationToken) -> anyhow::Result<Router> {
     let settings = &state.settings;
-    let endpoint = GraphqlEndpoint { schema: build_schema(state.clone()), state: state.clone() };
+    let uploads = crate::http::multipart::UploadSlots::new(
+        state.settings.max_concurrent_uploads,
+        (state.settings.max_concurrent_uploads / 4).max(1),
+    );
+    let endpoint =
+        GraphqlEndpoint { schema: build_schema(state.clone()), state: state.clone(), uploads: Arc::new(uploads) };
     let ws = WsEndpoint {
         graphql: endpoint.clone(),
         connections: Arc::new(Semaphore::new(settings.ws_max_connections)),

@@ -52,6 +52,12 @@ pub fn pdf(pages: usize, lines: usize, padding: usize) -> Vec<u8> {
         content.extend_from_slice(b"\nendstream");
         objects.push(content);
     }
+    pdf_of(&objects)
+}
+
+/// A PDF of `objects` (numbered from 1; the first is the catalog), with the
+/// cross-reference table and trailer readers find them through.
+pub fn pdf_of(objects: &[Vec<u8>]) -> Vec<u8> {
     let mut out = b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n".to_vec();
     let mut offsets = Vec::with_capacity(objects.len());
     for (index, object) in objects.iter().enumerate() {

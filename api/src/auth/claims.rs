@@ -41,3 +41,12 @@ pub fn principal(
         issuer: None,
     })
 }
+
+/// Whether an `aud` claim has a shape RFC 7519 allows: a string or a list of strings.
+pub(super) fn audience_well_formed(aud: Option<&serde_json::Value>) -> bool {
+    match aud {
+        None | Some(serde_json::Value::String(_)) => true,
+        Some(serde_json::Value::Array(items)) => items.iter().all(serde_json::Value::is_string),
+        Some(_) => false,
+    }
+}

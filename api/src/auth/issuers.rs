@@ -175,6 +175,9 @@ impl Issuer {
     }
 
     fn principal(&self, claims: &Map<String, Value>, leeway: u64) -> Result<Principal, ApiError> {
+        if !claims::audience_well_formed(claims.get("aud")) {
+            return Err(ApiError::Unauthenticated);
+        }
         let text = |name: &str| claims.get(name).and_then(Value::as_str);
         let subject = text(&self.settings.subject_claim).ok_or(ApiError::Unauthenticated)?;
         let tenant = text(&self.settings.tenant_claim).ok_or(ApiError::Unauthenticated)?;

@@ -23,6 +23,16 @@ pub struct Claims {
     pub exp: i64,
 }
 
+/// The claims as decoded, with the audience kept as given: the JWT library reads an `aud`
+/// that is neither a string nor a list of strings as absent, so its shape is checked here.
+#[derive(Deserialize)]
+struct Decoded {
+    #[serde(flatten)]
+    claims: Claims,
+    #[serde(default)]
+    aud: Option<serde_json::Value>,
+}
+
 /// Checks the signature against each of `secrets`, then expiry (and `nbf` when present)
 /// within `leeway` seconds, and the claims; returns the caller. Without `resource` a token
 /// naming any audience is refused; with it (the MCP resource's URL, RFC 8707) a token may
@@ -40,14 +50,18 @@ pub fn verify_token(
     validation.set_required_spec_claims(&["exp", "sub"]);
     validation.validate_nbf = true;
     validation.leeway = leeway;
-    let claims = secrets
+    let decoded = secrets
         .iter()
         .find_map(|secret| {
             let key = DecodingKey::from_secret(secret.expose_secret().as_bytes());
-            decode::<Claims>(token, &key, &validation).ok()
+            decode::<Decoded>(token, &key, &validation).ok()
         })
         .ok_or(ApiError::Unauthenticated)?
         .claims;
+    if !claims::audience_well_formed(decoded.aud.as_ref()) {
+        return Err(ApiError::Unauthenticated);
+    }
+    let claims = decoded.claims;
     claims::principal(&claims.sub, &claims.tenant, claims.channel.as_deref(), claims.exp, leeway)
 }
 

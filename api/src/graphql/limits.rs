@@ -144,6 +144,12 @@ pub fn task_limits(value: Option<Json<Value>>) -> Result<entity::TaskLimits, Api
     entity::TaskLimits::parse(&value).map_err(|error| ApiError::bad_input(error.message))
 }
 
+/// `filters` given alone (the MCP `search` tool's), checked exactly as a task's are: the
+/// same size, depth and shape rules, so a filter one accepts the other does too.
+pub fn filters_alone(filters: Option<Value>) -> Result<Option<entity::DocumentFilters>, ApiError> {
+    Ok(task_limits(with_filters(None, filters)?)?.filters)
+}
+
 /// A task's `limits` with `filters` (given beside them, as `createResearchTask`'s input
 /// and the MCP tools take it) stored under `filters`; both at once is BAD_USER_INPUT.
 pub fn with_filters(limits: Option<Json<Value>>, filters: Option<Value>) -> Result<Option<Json<Value>>, ApiError> {

@@ -10,6 +10,7 @@ pub mod guard;
 pub mod limits;
 mod lists;
 pub mod loaders;
+pub mod request_writes;
 pub(crate) mod mutation;
 mod query;
 mod relay;

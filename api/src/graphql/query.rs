@@ -52,7 +52,7 @@ impl QueryRoot {
                 return Ok(None);
             };
             let readable = space_access(db, caller, document.knowledge_space_id).await?.is_some();
-            Ok::<_, ApiError>(readable.then_some(KnowledgeDocument(document)))
+            Ok::<_, ApiError>(readable.then_some(KnowledgeDocument::new(document)))
         };
         run.await.gql()
     }

@@ -32,6 +32,8 @@ pub struct GraphqlEndpoint {
     pub state: AppState,
     /// The executable schema.
     pub schema: AppSchema,
+    /// The multipart bodies being read, bounded.
+    pub uploads: std::sync::Arc<super::multipart::UploadSlots>,
 }
 
 /// `POST /graphql` with an `application/json` body. The caller is authenticated and
@@ -51,11 +53,29 @@ pub async fn graphql_post(
     };
     let refused = |response: Response| with_rate_headers(response, &caller.checked);
     if super::multipart::is_multipart(&headers) {
+        use super::multipart::answer_then_drain;
+        // Only a caller's upload is worth reading: every upload mutation needs one, and a
+        // body nobody may send holds nothing of this process's while it stalls.
+        let Some(principal) = &caller.principal else {
+            let error = crate::error::ApiError::Unauthenticated.extend().into_server_error(async_graphql::Pos::default());
+            let mut response = respond(media, async_graphql::Response::from_errors(vec![error]));
+            *response.status_mut() = StatusCode::UNAUTHORIZED;
+            return refused(answer_then_drain(response, body));
+        };
+        let caller_key = format!("{}\u{0}{}", principal.tenant_id, principal.subject_id);
+        let Some(_slot) = endpoint.uploads.take(&caller_key) else {
+            let message = "too many uploads are being received at once; try again shortly";
+            let body_json = json!({ "errors": [{ "message": message, "extensions": { "code": "RATE_LIMITED", "retryAfterSeconds": 1 } }] });
+            let mut response = media.respond(StatusCode::TOO_MANY_REQUESTS, &body_json);
+            response.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+            return refused(answer_then_drain(response, body));
+        };
         let limits = super::multipart::Limits {
             max_file_bytes: endpoint.state.settings.max_upload_bytes,
             max_operations_bytes: endpoint.state.settings.body_limit(),
         };
-        let request = match super::multipart::receive(&headers, media, body, limits, parse_body).await {
+        let timeout = std::time::Duration::from_millis(endpoint.state.settings.upload_timeout_ms.max(1));
+        let request = match super::multipart::receive(&headers, media, body, limits, timeout, parse_body).await {
             Ok(request) => request,
             Err(response) => return refused(response),
         };
@@ -230,6 +250,7 @@ async fn execute(
     let cost = CostCheck::default();
     if let Some(principal) = principal {
         request = crate::graphql::loaders::attach(request.data(principal).data(cost.clone()), &endpoint.state.db);
+        request = crate::graphql::request_writes::attach(request);
         if let Some(id) = crate::http::request_id::of(headers) {
             request = request.data(id);
         }

@@ -25,7 +25,7 @@ mod health;
 mod json_size;
 mod media;
 mod metrics;
-mod multipart;
+pub mod multipart;
 pub mod ops;
 pub mod request_id;
 mod ws;

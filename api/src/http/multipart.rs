@@ -2,7 +2,13 @@
 //! and urql's upload clients send them): an `operations` part (the request's JSON, held to
 //! the same limits as a JSON body), a `map` part saying which variable each file fills,
 //! then the files, each streamed to a temporary file as it arrives, never held whole in
-//! memory. A file past `KFS_MAX_UPLOAD_BYTES` is refused as soon as the limit is passed.
+//! memory. A file past `KFS_MAX_UPLOAD_BYTES` is refused as soon as the limit is passed:
+//! the refusal is answered at once, and what the client still sends is read and dropped
+//! afterwards, bounded ([`answer_then_drain`]), so it reads the 413 instead of a reset.
+//! A file is opened once however many variables the `map` gives it (they all name it).
+//! Only an authenticated caller's body is read at all, at most [`UploadSlots`] at once
+//! and within `KFS_UPLOAD_TIMEOUT_MS`, so stalled bodies hold a bounded number of
+//! descriptors.
 //! CSRF: a browser sends a multipart form to any site without asking (it is a "simple"
 //! request), so a multipart request must also carry a header that makes the browser ask
 //! first (a CORS preflight): `GraphQL-Preflight` (or Apollo's `Apollo-Require-Preflight`).
@@ -50,28 +56,57 @@ pub(super) struct Limits {
 }
 
 /// Reads a multipart request into a GraphQL request with its files, or the response that
-/// refuses it; after a refusal, the rest of the body is read and dropped first (`drain`).
+/// refuses it (answered at once; the rest of the body is drained behind it), within
+/// `timeout`.
 pub(super) async fn receive(
     headers: &HeaderMap,
     media: Media,
     body: Body,
     limits: Limits,
+    timeout: std::time::Duration,
     parse: impl AsyncFnOnce(axum::body::Bytes) -> Result<Request, String>,
 ) -> Result<Request, Response> {
     // multer reads the body through a handle kept here, so that after a refusal the rest
     // of what the client sends can still be read.
     let shared = Arc::new(tokio::sync::Mutex::new(body.into_data_stream()));
-    let read = read(headers, media, &shared, limits, parse).await;
-    if read.is_err() {
-        drain(&shared).await;
-    }
-    read
+    let read = match tokio::time::timeout(timeout, read(headers, media, &shared, limits, parse)).await {
+        Ok(read) => read,
+        Err(_) => {
+            let message = format!(
+                "the multipart request was not received within {} s (KFS_UPLOAD_TIMEOUT_MS)",
+                timeout.as_secs()
+            );
+            let body = json!({ "errors": [{ "message": message, "extensions": { "code": "BAD_USER_INPUT" } }] });
+            // A client this slow gets no further time to drain.
+            return Err(closing(media.respond(StatusCode::REQUEST_TIMEOUT, &body)));
+        }
+    };
+    read.map_err(|response| {
+        let body = shared.clone();
+        tokio::spawn(async move { drain(&body).await });
+        closing(response)
+    })
+}
+
+/// Answers `response` now and reads what the client still sends of `body` behind it,
+/// bounded, so that the client reads the answer instead of a reset.
+pub(super) fn answer_then_drain(response: Response, body: Body) -> Response {
+    let body = tokio::sync::Mutex::new(body.into_data_stream());
+    tokio::spawn(async move { drain(&body).await });
+    closing(response)
+}
+
+/// The response with `Connection: close`: the body behind it is not read to its end, so
+/// the connection cannot carry another request.
+fn closing(mut response: Response) -> Response {
+    response.headers_mut().insert(header::CONNECTION, header::HeaderValue::from_static("close"));
+    response
 }
 
 /// Reads what the client still sends after a refusal, for at most [`DRAIN_BYTES`] and
-/// [`DRAIN_TIME`]: answering while the client is still writing and closing the connection
-/// would reset it, and most clients then report the reset instead of the answer (a file
-/// one byte over the limit would read as a network error).
+/// [`DRAIN_TIME`], while the refusal is already on its way: closing the connection while
+/// the client is still writing would reset it, and most clients then report the reset
+/// instead of the answer (a file one byte over the limit would read as a network error).
 async fn drain(body: &tokio::sync::Mutex<axum::body::BodyDataStream>) {
     let mut body = body.lock().await;
     let mut drained = 0usize;
@@ -187,9 +222,18 @@ async fn read(
                     }
                 })?;
                 let upload = UploadValue { filename, content_type, content };
-                for path in paths {
-                    let clone = upload.try_clone().map_err(|_| bad("the upload could not be read".to_owned()))?;
-                    request.set_upload(&path, clone);
+                // Every path the map gives the file names the one upload: one descriptor
+                // however many paths (a map may name one file thousands of times).
+                let marker = async_graphql::Value::String(format!("{UPLOAD_MARKER}{}", request.uploads.len()));
+                let mut named = false;
+                for path in &paths {
+                    if let Some(variable) = variable_at(&mut request.variables, path) {
+                        *variable = marker.clone();
+                        named = true;
+                    }
+                }
+                if named {
+                    request.uploads.push(upload);
                 }
             }
         }
@@ -199,6 +243,73 @@ async fn read(
         None => Err(bad("the multipart request has no map part".to_owned())),
         Some(map) if !map.is_empty() => Err(bad("the map names a file the request does not carry".to_owned())),
         Some(_) => Ok(request),
+    }
+}
+
+/// The prefix async-graphql's `Upload` scalar reads a file's index after.
+const UPLOAD_MARKER: &str = "#__graphql_file__:";
+
+/// The variable value at a map path (`variables.input.files.0`), as async-graphql's
+/// `Request::set_upload` finds it; `None` when the path names nothing.
+fn variable_at<'a>(variables: &'a mut async_graphql::Variables, path: &str) -> Option<&'a mut async_graphql::Value> {
+    let mut parts = path.strip_prefix("variables.")?.split('.');
+    let first = variables.get_mut(parts.next()?)?;
+    parts.try_fold(first, |current, part| match current {
+        async_graphql::Value::List(items) => part.parse::<usize>().ok().and_then(move |index| items.get_mut(index)),
+        async_graphql::Value::Object(fields) => fields.get_mut(part),
+        _ => None,
+    })
+}
+
+/// How many multipart bodies this process reads at once, in all and per caller: each
+/// holds a connection and a temporary file until it is received or times out, so a
+/// caller that stalls its uploads holds a bounded share of the process's descriptors.
+pub struct UploadSlots {
+    all: Arc<tokio::sync::Semaphore>,
+    per_caller: usize,
+    callers: std::sync::Mutex<HashMap<String, usize>>,
+}
+
+/// A multipart body being read; gives its place back when dropped.
+pub struct UploadSlot<'a> {
+    slots: &'a UploadSlots,
+    caller: String,
+    _place: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl UploadSlots {
+    /// At most `all` bodies at once, `per_caller` of them from one caller.
+    pub fn new(all: usize, per_caller: usize) -> Self {
+        Self {
+            all: Arc::new(tokio::sync::Semaphore::new(all.max(1))),
+            per_caller: per_caller.max(1),
+            callers: std::sync::Mutex::default(),
+        }
+    }
+
+    /// A place for `caller`'s body, or `None` when the caller or the process has none
+    /// left (answered 429 with `Retry-After`).
+    pub fn take(&self, caller: &str) -> Option<UploadSlot<'_>> {
+        let mut callers = self.callers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let held = callers.get(caller).copied().unwrap_or(0);
+        if held >= self.per_caller {
+            return None;
+        }
+        let place = self.all.clone().try_acquire_owned().ok()?;
+        callers.insert(caller.to_owned(), held + 1);
+        Some(UploadSlot { slots: self, caller: caller.to_owned(), _place: place })
+    }
+}
+
+impl Drop for UploadSlot<'_> {
+    fn drop(&mut self) {
+        let mut callers = self.slots.callers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(held) = callers.get_mut(&self.caller) {
+            *held = held.saturating_sub(1);
+            if *held == 0 {
+                callers.remove(&self.caller);
+            }
+        }
     }
 }
 

@@ -52,8 +52,9 @@ pub async fn guard(State(state): State<AppState>, mut request: Request, next: Ne
 
 /// A POST body read (at most `limit` bytes: a larger one is refused as soon as the limit
 /// is passed) and checked to be JSON-RPC before the protocol sees it: malformed JSON is
-/// 400 with `-32700`, JSON that is no JSON-RPC message (or a batch, which the revisions
-/// served here do not have) 400 with `-32600`.
+/// 400 with `-32700`, JSON that is no JSON-RPC message as MCP shapes them (an `id` that is
+/// not a string or an integer, `params` that are not an object, or a batch, which the
+/// revisions served here do not have) 400 with `-32600`.
 async fn well_formed(request: Request, limit: usize) -> Result<Request, Response> {
     let (parts, body) = request.into_parts();
     let bytes = axum::body::to_bytes(body, limit).await.map_err(|_| {
@@ -65,8 +66,17 @@ async fn well_formed(request: Request, limit: usize) -> Result<Request, Response
     })?;
     let value: serde_json::Value = serde_json::from_slice(&bytes)
         .map_err(|error| json_rpc_error(StatusCode::BAD_REQUEST, -32700, &format!("parse error: {error}")))?;
+    // MCP narrows JSON-RPC: an id is a string or an integer (never null), and params,
+    // when given, are an object.
+    let id_ok = |message: &serde_json::Value| match message.get("id") {
+        None | Some(serde_json::Value::String(_)) => true,
+        Some(serde_json::Value::Number(number)) => number.is_i64() || number.is_u64(),
+        Some(_) => false,
+    };
     let is_message = |message: &serde_json::Value| {
         message.get("jsonrpc").and_then(serde_json::Value::as_str) == Some("2.0")
+            && id_ok(message)
+            && message.get("params").is_none_or(serde_json::Value::is_object)
             && (message.get("method").is_some_and(serde_json::Value::is_string)
                 || message.get("result").is_some()
                 || message.get("error").is_some())

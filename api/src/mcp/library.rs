@@ -97,19 +97,35 @@ pub async fn fetch(state: &AppState, caller: &Principal, id: Uuid) -> Result<Val
     if let Some(document) = worker::store::documents::find(db, &caller.tenant_id, id).await?
         && space_access(db, caller, document.knowledge_space_id).await?.is_some()
     {
+        let (text, truncated) = cut(&document.content, FETCH_MAX_TEXT_BYTES);
         let metadata = json!({
             "kind": "document",
             "knowledge_space_id": document.knowledge_space_id,
             "media_type": document.media_type,
             "revision": document.revision,
             "document": document.metadata,
+            "truncated": truncated,
+            "text_bytes": document.content.len(),
         });
         let url = item_url(state, document.id, Some(&document));
-        return Ok(json!({
-            "id": document.id, "title": document.title, "text": document.content, "url": url, "metadata": metadata,
-        }));
+        return Ok(json!({ "id": document.id, "title": document.title, "text": text, "url": url, "metadata": metadata }));
     }
     Err(ApiError::NotFound)
+}
+
+/// The most text (UTF-8 bytes) a fetched document carries: a model reads passages, and a
+/// tool result is held whole in memory on both sides. A longer document is cut at a
+/// character boundary and says so (`metadata.truncated`, `metadata.text_bytes`); its
+/// passages, which `search` finds, each fetch whole.
+pub const FETCH_MAX_TEXT_BYTES: usize = 1 << 20;
+
+/// `text` cut to at most `max` bytes at a character boundary, and whether it was cut.
+fn cut(text: &str, max: usize) -> (&str, bool) {
+    if text.len() <= max {
+        return (text, false);
+    }
+    let end = (0..=max).rev().find(|&index| text.is_char_boundary(index)).unwrap_or(0);
+    (&text[..end], true)
 }
 
 /// The item's URL: its document's `sourceUri` when that is an absolute http(s) URL, else
@@ -136,13 +152,14 @@ pub async fn fetch_http(
         Ok(id) => fetch(&state, &caller, id).await,
         Err(_) => Err(ApiError::NotFound),
     };
+    let found = found.and_then(|item| super::tools::within_response_limit(&state, item));
     match found {
         Ok(item) => axum::Json(item).into_response(),
         Err(error) => {
-            let status = if matches!(error, ApiError::NotFound) {
-                axum::http::StatusCode::NOT_FOUND
-            } else {
-                axum::http::StatusCode::INTERNAL_SERVER_ERROR
+            let status = match error {
+                ApiError::NotFound => axum::http::StatusCode::NOT_FOUND,
+                ApiError::TooComplex(_) => axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+                _ => axum::http::StatusCode::INTERNAL_SERVER_ERROR,
             };
             (status, axum::Json(json!({ "error": { "code": error.code() } }))).into_response()
         }

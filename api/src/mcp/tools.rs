@@ -87,6 +87,7 @@ pub async fn call(
             Err(error) => Err(error),
         },
     };
+    let outcome = outcome.and_then(|value| within_response_limit(state, value));
     metrics::histogram!("mcp_tool_call_duration_seconds", "tool" => tool).record(started.elapsed().as_secs_f64());
     let (result, label) = match outcome {
         Ok(value) => (CallToolResult::structured(value), "ok"),
@@ -108,6 +109,21 @@ pub async fn call(
     };
     metrics::counter!("mcp_tool_calls_total", "tool" => tool, "outcome" => label).increment(1);
     Ok(result)
+}
+
+/// `value` if the result carrying it fits in `KFS_MAX_RESPONSE_BYTES`, as GraphQL's
+/// results must: a tool result carries it twice (as `structuredContent` and as the same
+/// JSON in a text block, escaped once more), so twice its size is what counts. Past it,
+/// TOO_COMPLEX, as GraphQL answers.
+pub(super) fn within_response_limit(state: &AppState, value: Value) -> Result<Value, ApiError> {
+    let max = state.settings.max_response_bytes;
+    let size = serde_json::to_vec(&value).map_err(ApiError::internal)?.len();
+    if size.saturating_mul(2) > max {
+        return Err(ApiError::TooComplex(format!(
+            "the result would be larger than {max} bytes (KFS_MAX_RESPONSE_BYTES); ask for less"
+        )));
+    }
+    Ok(value)
 }
 
 /// The arguments as `T`; arguments of the wrong shape are `BAD_USER_INPUT` in a tool
@@ -195,15 +211,7 @@ async fn research(
 }
 
 async fn search(state: &AppState, caller: &Principal, args: SearchArgs) -> Result<Value, ApiError> {
-    let filters = match args.filters.filter(|filters| !filters.is_null()) {
-        None => None,
-        Some(filters) => Some(
-            entity::TaskLimits::parse(&json!({ "filters": filters }))
-                .map_err(|error| ApiError::bad_input(error.message.replacen("limits.filters", "filters", 1)))?
-                .filters
-                .unwrap_or_default(),
-        ),
-    };
+    let filters = crate::graphql::limits::filters_alone(args.filters)?;
     let searched = super::library::Searched { query: &args.query, space: args.space_id, filters: filters.as_ref() };
     super::library::search(state, caller, searched, SEARCH_RESULTS, SEARCH_SPACES).await
 }

@@ -59,55 +59,109 @@ pub struct FilteredDocument<'a> {
 }
 
 impl DocumentFilters {
-    /// Whether `document` meets every condition.
+    /// Whether `document` meets every condition. To check many documents, build the
+    /// [`Matcher`] once.
     pub fn matches(&self, document: FilteredDocument<'_>) -> bool {
-        if let Some(ids) = &self.document_ids
-            && !ids.contains(&document.id)
-        {
-            return false;
-        }
-        if let Some(types) = &self.media_types
-            && !types.contains(document.media_type)
-        {
-            return false;
-        }
-        if let Some(after) = self.created_after.as_deref().and_then(millis)
-            && document.created_at < after
-        {
-            return false;
-        }
-        if let Some(before) = self.created_before.as_deref().and_then(millis)
-            && document.created_at >= before
-        {
-            return false;
-        }
-        match &self.metadata {
-            None => true,
-            Some(wanted) => wanted.iter().all(|(key, want)| {
-                let Some(have) = document.metadata.get(key) else { return false };
-                let wanted: &[Value] = match want {
-                    Value::Array(values) => values,
-                    single => std::slice::from_ref(single),
-                };
-                let have: &[Value] = match have {
-                    Value::Array(values) => values,
-                    single => std::slice::from_ref(single),
-                };
-                wanted.iter().any(|want| have.iter().any(|have| same(want, have)))
-            }),
+        self.matcher().matches(document)
+    }
+
+    /// The conditions prepared for checking many documents: instants parsed once, each
+    /// key's wanted values hashed, so a document costs one look-up per value it holds.
+    pub fn matcher(&self) -> Matcher<'_> {
+        let wanted = self.metadata.iter().flatten().map(|(key, want)| {
+            let mut values = WantedValues::default();
+            let listed: &[Value] = match want {
+                Value::Array(values) => values,
+                single => std::slice::from_ref(single),
+            };
+            for value in listed {
+                match value {
+                    Value::String(text) => _ = values.strings.insert(text.as_str()),
+                    Value::Bool(flag) => values.flags[usize::from(*flag)] = true,
+                    Value::Null => values.null = true,
+                    Value::Number(number) => values.numbers.push(number),
+                    // Parsing refuses lists and objects as wanted values.
+                    Value::Array(_) | Value::Object(_) => {}
+                }
+            }
+            (key.as_str(), values)
+        });
+        Matcher {
+            filters: self,
+            created_after: self.created_after.as_deref().and_then(millis),
+            created_before: self.created_before.as_deref().and_then(millis),
+            metadata: wanted.collect(),
         }
     }
 }
 
-/// JSON equality with types kept: `1` is not `"1"`, `true` is not `1`; numbers compare by
-/// value (`1` and `1.0` are one number).
-fn same(left: &Value, right: &Value) -> bool {
-    match (left, right) {
-        (Value::Number(left), Value::Number(right)) => match (left.as_i64(), right.as_i64()) {
-            (Some(left), Some(right)) => left == right,
-            _ => left.as_f64() == right.as_f64(),
-        },
-        _ => left == right,
+/// [`DocumentFilters`] prepared for checking many documents.
+#[derive(Debug)]
+pub struct Matcher<'a> {
+    filters: &'a DocumentFilters,
+    created_after: Option<i64>,
+    created_before: Option<i64>,
+    metadata: Vec<(&'a str, WantedValues<'a>)>,
+}
+
+/// One key's wanted values, by type.
+#[derive(Debug, Default)]
+struct WantedValues<'a> {
+    strings: std::collections::HashSet<&'a str>,
+    /// `false` at 0, `true` at 1.
+    flags: [bool; 2],
+    null: bool,
+    /// Numbers compare by value (`1` and `1.0` are one number), so they are few and
+    /// compared one by one.
+    numbers: Vec<&'a serde_json::Number>,
+}
+
+impl WantedValues<'_> {
+    fn holds(&self, have: &Value) -> bool {
+        match have {
+            Value::String(text) => self.strings.contains(text.as_str()),
+            Value::Bool(flag) => self.flags[usize::from(*flag)],
+            Value::Null => self.null,
+            Value::Number(number) => self.numbers.iter().any(|want| same_number(want, number)),
+            Value::Array(_) | Value::Object(_) => false,
+        }
+    }
+}
+
+impl Matcher<'_> {
+    /// Whether `document` meets every condition.
+    pub fn matches(&self, document: FilteredDocument<'_>) -> bool {
+        if let Some(ids) = &self.filters.document_ids
+            && !ids.contains(&document.id)
+        {
+            return false;
+        }
+        if let Some(types) = &self.filters.media_types
+            && !types.contains(document.media_type)
+        {
+            return false;
+        }
+        if self.created_after.is_some_and(|after| document.created_at < after) {
+            return false;
+        }
+        if self.created_before.is_some_and(|before| document.created_at >= before) {
+            return false;
+        }
+        self.metadata.iter().all(|(key, wanted)| {
+            let Some(have) = document.metadata.get(*key) else { return false };
+            match have {
+                Value::Array(values) => values.iter().any(|have| wanted.holds(have)),
+                single => wanted.holds(single),
+            }
+        })
+    }
+}
+
+/// Numbers are equal by value: `1` and `1.0` are one number.
+fn same_number(left: &serde_json::Number, right: &serde_json::Number) -> bool {
+    match (left.as_i64(), right.as_i64()) {
+        (Some(left), Some(right)) => left == right,
+        _ => left.as_f64() == right.as_f64(),
     }
 }
 

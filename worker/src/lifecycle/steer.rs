@@ -1,4 +1,5 @@
-//! Steering: guidance a person adds to a task that is queued, running or paused. The next
+//! Steering: guidance a person adds to a task that is queued, planning, retrieving,
+//! analyzing or paused (not while its answer is being written, which no note reaches). The next
 //! round's decision and the answer take the notes into account; the running worker keeps
 //! its lease (a note changes what it is told, not who runs it).
 use entity::{research_task_job as job, research_task_note as note};
@@ -16,7 +17,7 @@ pub const MAX_NOTES: u64 = 8;
 
 /// Adds `text` (already validated: 1 to 2,000 characters) to the task, under its lock:
 /// another subject's task is `NotFound`, a ninth note `TooManyNotes`, a stale row version
-/// `StaleRowVersion`, a terminal task `NotAllowed`. Bumps the row version.
+/// `StaleRowVersion`, a terminal or generating task `NotAllowed`. Bumps the row version.
 pub async fn steer(
     db: &DatabaseConnection,
     notifier: &Notifier,
@@ -38,7 +39,9 @@ pub async fn steer(
     {
         return Err(LifecycleError::StaleRowVersion { expected, actual: current.row_version });
     }
-    if current.stage.is_terminal() {
+    // Generation reads the notes when it starts: a note added while the answer is being
+    // written would reach nothing, so it is refused rather than silently dropped.
+    if current.stage.is_terminal() || current.stage == entity::Stage::Generating {
         return Err(LifecycleError::NotAllowed { command: "steer", current: current.stage });
     }
     let row =

@@ -156,23 +156,39 @@ pub struct FileLease {
     pub attempts: i32,
 }
 
-/// Leases the file that has waited longest among those due (not leased, or whose lease
-/// ran out), for `lock_ms`; counts the attempt. PostgreSQL skips rows another worker is
-/// leasing right now; SQLite's write transaction is the one lock.
+/// Leases a due file (not leased, or whose lease ran out) for `lock_ms`, fairly across
+/// tenants: the tenant with the fewest files being extracted right now goes first, then
+/// the one whose oldest due file has waited longest, and within it its oldest file, so
+/// one tenant's backlog of slow files delays another's upload by at most one extraction
+/// per slot. Counts the attempt. PostgreSQL skips rows another worker is leasing right
+/// now; SQLite's write transaction is the one lock.
 pub async fn lease_due(db: &DatabaseConnection, lock_ms: i64, now: i64) -> Result<Option<FileLease>, DbErr> {
     let txn = begin_write(db).await?;
-    let unleased = Condition::any().add(file::Column::LockedUntil.is_null()).add(file::Column::LockedUntil.lte(now));
-    let mut query = file::Entity::find()
-        .filter(file::Column::State.is_in([FileState::Extracting, FileState::Splitting]))
-        .filter(file::Column::AvailableAt.lte(now))
-        .filter(unleased)
-        .order_by_asc(file::Column::AvailableAt)
-        .order_by_asc(file::Column::DocumentId)
-        .limit(1);
-    if dialect(&txn) == Dialect::Postgres {
-        query = query.lock_with_behavior(LockType::Update, LockBehavior::SkipLocked);
+    let due = || {
+        let unleased =
+            Condition::any().add(file::Column::LockedUntil.is_null()).add(file::Column::LockedUntil.lte(now));
+        file::Entity::find()
+            .filter(file::Column::State.is_in([FileState::Extracting, FileState::Splitting]))
+            .filter(file::Column::AvailableAt.lte(now))
+            .filter(unleased)
+    };
+    let oldest = |tenant: Option<String>| {
+        let mut query = due().order_by_asc(file::Column::AvailableAt).order_by_asc(file::Column::DocumentId).limit(1);
+        if let Some(tenant) = tenant {
+            query = query.filter(file::Column::TenantId.eq(tenant));
+        }
+        if dialect(&txn) == Dialect::Postgres {
+            query = query.lock_with_behavior(LockType::Update, LockBehavior::SkipLocked);
+        }
+        query
+    };
+    let fairest = fairest_tenant(&txn, now).await?;
+    let mut found = oldest(fairest.clone()).one(&txn).await?;
+    if found.is_none() && fairest.is_some() {
+        // Another worker locked that tenant's due file meanwhile: take any other.
+        found = oldest(None).one(&txn).await?;
     }
-    let Some(due) = query.one(&txn).await? else {
+    let Some(due) = found else {
         txn.rollback().await?;
         return Ok(None);
     };
@@ -196,6 +212,43 @@ pub async fn lease_due(db: &DatabaseConnection, lock_ms: i64, now: i64) -> Resul
         byte_size: due.byte_size,
         attempts,
     }))
+}
+
+/// The tenant whose due file goes next: the fewest files being extracted (leased and not
+/// run out), then the oldest due file. Two grouped reads over the due index; `None` when
+/// no file is due.
+async fn fairest_tenant<C: ConnectionTrait>(txn: &C, now: i64) -> Result<Option<String>, DbErr> {
+    let extracting = [FileState::Extracting, FileState::Splitting];
+    let waiting: Vec<(String, Option<i64>)> = file::Entity::find()
+        .select_only()
+        .column(file::Column::TenantId)
+        .column_as(file::Column::AvailableAt.min(), "oldest")
+        .filter(file::Column::State.is_in(extracting))
+        .filter(file::Column::AvailableAt.lte(now))
+        .filter(Condition::any().add(file::Column::LockedUntil.is_null()).add(file::Column::LockedUntil.lte(now)))
+        .group_by(file::Column::TenantId)
+        .into_tuple()
+        .all(txn)
+        .await?;
+    if waiting.len() < 2 {
+        return Ok(waiting.into_iter().next().map(|(tenant, _)| tenant));
+    }
+    let running: HashMap<String, i64> = file::Entity::find()
+        .select_only()
+        .column(file::Column::TenantId)
+        .column_as(file::Column::DocumentId.count(), "running")
+        .filter(file::Column::State.is_in(extracting))
+        .filter(file::Column::LockedUntil.gt(now))
+        .group_by(file::Column::TenantId)
+        .into_tuple()
+        .all(txn)
+        .await?
+        .into_iter()
+        .collect();
+    let fairest = waiting.into_iter().min_by_key(|(tenant, oldest)| {
+        (running.get(tenant).copied().unwrap_or(0), oldest.unwrap_or(i64::MAX), tenant.clone())
+    });
+    Ok(fairest.map(|(tenant, _)| tenant))
 }
 
 /// The leased file's bytes, read a part at a time into one buffer (the one copy of the

@@ -1,7 +1,7 @@
 //! The documents of a space a task's `limits.filters` lets evidence come from. SQL narrows
-//! the read: the ids, and each metadata key's values (PostgreSQL: JSON containment, which
-//! the GIN index over `metadata` answers; SQLite: the key's values through `json_each`),
-//! a superset of what matches; every row read is then checked by the one rule,
+//! the read: the ids, and the values of the metadata key naming the fewest (PostgreSQL:
+//! JSON containment, which the GIN index over `metadata` answers; SQLite: the key's values
+//! through `json_each`), a superset of what matches; every row read is then checked by the one rule,
 //! [`DocumentFilters::matches`], so JSON equality means the same on both backends. Read
 //! once per round, not per search.
 use entity::{
@@ -35,11 +35,9 @@ pub async fn matching<C: ConnectionTrait>(
     if let Some(ids) = &filters.document_ids {
         query = query.filter(document::Column::Id.is_in(ids.iter().copied()));
     }
-    if let Some(wanted) = &filters.metadata {
-        for (key, want) in wanted {
-            if let Some(condition) = metadata_condition(dialect(conn), key, want) {
-                query = query.filter(condition);
-            }
+    if let Some((key, want)) = filters.metadata.as_ref().and_then(narrowest_key) {
+        if let Some(condition) = metadata_condition(dialect(conn), key, want) {
+            query = query.filter(condition);
         }
     }
     let rows: Vec<(Uuid, Value, MediaType, i64)> = query.into_tuple().all(conn).await?;
@@ -53,6 +51,7 @@ pub async fn matching<C: ConnectionTrait>(
         .await?
         .into_iter()
         .collect();
+    let matcher = filters.matcher();
     Ok(rows
         .iter()
         .filter(|(id, metadata, media_type, created_at)| {
@@ -63,10 +62,31 @@ pub async fn matching<C: ConnectionTrait>(
                 (None, MediaType::TextMarkdown) => "TEXT_MARKDOWN",
                 (None, MediaType::TextHtml) => "TEXT_HTML",
             };
-            filters.matches(FilteredDocument { id: *id, metadata, media_type, created_at: *created_at })
+            matcher.matches(FilteredDocument { id: *id, metadata, media_type, created_at: *created_at })
         })
         .map(|(id, ..)| *id)
         .collect())
+}
+
+/// The most values of one key SQL narrows by: each is an index probe on PostgreSQL (two,
+/// for a list) and a `json_each` on SQLite, and the planner's time grows with their number.
+const MAX_NARROWING_VALUES: usize = 8;
+
+/// The metadata key SQL narrows the read by: the one naming the fewest values, if it names
+/// few enough. Only one key, because every further key multiplies the conditions the
+/// database plans and evaluates while the rule checks all of them in one pass anyway: the
+/// largest filter the limits allow (32 keys of 100 values) cost seconds when every value
+/// was a condition.
+fn narrowest_key(wanted: &serde_json::Map<String, Value>) -> Option<(&str, &Value)> {
+    let count = |want: &Value| match want {
+        Value::Array(values) => values.len(),
+        _ => 1,
+    };
+    wanted
+        .iter()
+        .filter(|(_, want)| count(want) <= MAX_NARROWING_VALUES)
+        .min_by_key(|(_, want)| count(want))
+        .map(|(key, want)| (key.as_str(), want))
 }
 
 /// A condition every document whose `key` matches `want` meets (more may meet it; the

@@ -68,6 +68,9 @@ pub async fn prepare(mut request: Request) -> Result<Request, ServerError> {
     if !strings::variables_are_storable(&request.variables) {
         return Err(nul());
     }
+    if !strings::variables_name_carried_uploads(&request.variables, request.uploads.len()) {
+        return Err(unknown_upload());
+    }
     if let Some(document) = cache::get(query) {
         request.set_parsed_query(document);
         return Ok(request);
@@ -94,12 +97,19 @@ pub async fn prepare(mut request: Request) -> Result<Request, ServerError> {
             "the document's operations and fragments expand to more than {max} selections once fragment spreads are followed"
         )),
     })?;
+    if !strings::document_names_no_upload(&document) {
+        return Err(unknown_upload());
+    }
     if !strings::document_is_storable(&document) {
         return Err(nul());
     }
     cache::put(&request.query, &document);
     request.set_parsed_query(document);
     Ok(request)
+}
+
+fn unknown_upload() -> ServerError {
+    bad_input("a value names an uploaded file the request does not carry; send files as a multipart request".to_owned())
 }
 
 fn nul() -> ServerError {

@@ -10,6 +10,7 @@ use worker::store::begin_write;
 use super::creating::begin_creating;
 use crate::auth::Principal;
 use crate::error::{ApiError, IntoGql};
+use crate::graphql::request_writes;
 use crate::graphql::access::require_role;
 use crate::graphql::context::{principal, state};
 use crate::graphql::limits::{self, MAX_TITLE_CHARS};
@@ -40,6 +41,7 @@ impl DocumentMutation {
             limits::content(&input.content, app.settings.max_content_bytes)?;
             let source_uri = limits::source_uri(input.source_uri)?;
             let metadata = limits::json_object("metadata", input.metadata)?;
+            request_writes::charge_document(ctx, input.content.len(), app.settings.body_limit())?;
             require_role(&app.db, caller, input.knowledge_space_id, MemberRole::can_write_documents).await?;
             let indexing = indexing(app);
             let media_type = input.media_type.text_format()?;
@@ -59,7 +61,7 @@ impl DocumentMutation {
             let document = documents::add(&txn, new, &chunks, entity::now_millis()).await?;
             txn.commit().await?;
             app.notifier.documents_due();
-            Ok(KnowledgeDocument(document))
+            Ok(KnowledgeDocument::new(document))
         };
         run.await.gql()
     }
@@ -77,6 +79,8 @@ impl DocumentMutation {
         let run = async {
             let (caller, app) = (principal(ctx)?, state(ctx)?);
             let changes = changes(input, app.settings.max_content_bytes)?;
+            let text_bytes = changes.content.as_ref().map_or(0, String::len);
+            request_writes::charge_document(ctx, text_bytes, app.settings.body_limit())?;
             let indexing = indexing(app);
             // Split before the write transaction, so no lock is held while splitting; if
             // another edit lands in between, split its result again.
@@ -109,7 +113,7 @@ impl DocumentMutation {
                 }
                 txn.commit().await?;
                 app.notifier.documents_due();
-                return Ok(KnowledgeDocument(updated));
+                return Ok(KnowledgeDocument::new(updated));
             }
             Err(ApiError::conflict("the document kept changing while this edit was prepared; try again"))
         };

@@ -73,7 +73,9 @@ impl TaskMutation {
     /// Adds guidance to a task that is queued, running or paused: the next round's
     /// decision and the answer take every note into account (a round's `STAGE_CHANGED`
     /// payload says how many as `notes_applied`). `note` is 1 to 2,000 characters; a task
-    /// takes at most 8 notes (a 9th is BAD_USER_INPUT); a finished task is CONFLICT. Bumps
+    /// takes at most 8 notes (a 9th is BAD_USER_INPUT); a finished task is CONFLICT, and
+    /// so is a task in GENERATING (its answer is already being written; no note reaches
+    /// it). Bumps
     /// `rowVersion`. Who may cancel the task may steer it.
     async fn steer_research_task(
         &self,

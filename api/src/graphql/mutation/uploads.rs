@@ -18,6 +18,7 @@ use crate::error::{ApiError, IntoGql};
 use crate::graphql::access::require_role;
 use crate::graphql::context::{principal, state};
 use crate::graphql::limits::{self, MAX_TITLE_CHARS};
+use crate::graphql::request_writes;
 use crate::graphql::types::KnowledgeDocument;
 
 /// A file to add to a space as a document.
@@ -57,7 +58,7 @@ impl UploadMutation {
     ) -> async_graphql::Result<KnowledgeDocument> {
         let run = async {
             let (caller, app) = (principal(ctx)?, state(ctx)?);
-            let upload = input.file.value(ctx).map_err(|_| ApiError::bad_input("file must be an uploaded file"))?;
+            let upload = request_writes::take_upload(ctx, &input.file)?;
             let title = match input.title {
                 Some(title) => title,
                 None => upload.filename.chars().take(MAX_TITLE_CHARS).collect(),
@@ -66,6 +67,7 @@ impl UploadMutation {
             let source_uri = limits::source_uri(input.source_uri)?;
             let metadata = limits::json_object("metadata", input.metadata)?;
             let inspected = inspect(&upload, app.settings.max_upload_bytes)?;
+            request_writes::charge_document(ctx, 0, app.settings.body_limit())?;
             require_role(&app.db, caller, input.knowledge_space_id, MemberRole::can_write_documents).await?;
             let new = NewDocument {
                 tenant_id: caller.tenant_id.clone(),
@@ -81,11 +83,11 @@ impl UploadMutation {
             let txn = begin_creating(&app.db, &caller.tenant_id).await?;
             let quota = app.settings.quota_upload_bytes_per_tenant;
             worker::lifecycle::check_upload_bytes(&txn, quota, &caller.tenant_id, inspected.file.byte_size, 0).await?;
-            let (document, _) = files::add_upload(&txn, new, inspected.file, entity::now_millis()).await?;
+            let (document, file) = files::add_upload(&txn, new, inspected.file, entity::now_millis()).await?;
             store_parts(&txn, document.id, upload).await?;
             txn.commit().await?;
             app.notifier.documents_due();
-            Ok(KnowledgeDocument(document))
+            Ok(KnowledgeDocument::with_file(document, Some(file)))
         };
         run.await.gql()
     }
@@ -103,8 +105,9 @@ impl UploadMutation {
     ) -> async_graphql::Result<KnowledgeDocument> {
         let run = async {
             let (caller, app) = (principal(ctx)?, state(ctx)?);
-            let upload = file.value(ctx).map_err(|_| ApiError::bad_input("file must be an uploaded file"))?;
+            let upload = request_writes::take_upload(ctx, &file)?;
             let inspected = inspect(&upload, app.settings.max_upload_bytes)?;
+            request_writes::charge_document(ctx, 0, app.settings.body_limit())?;
             let txn = begin_creating(&app.db, &caller.tenant_id).await?;
             let current = writable(&txn, caller, id).await?;
             check_revision(&current, expected_revision)?;
@@ -113,11 +116,11 @@ impl UploadMutation {
             let size = inspected.file.byte_size;
             worker::lifecycle::check_upload_bytes(&txn, quota, &caller.tenant_id, size, replacing).await?;
             let now = entity::now_millis();
-            let (document, _) = files::replace(&txn, current, &caller.subject_id, inspected.file, now).await?;
+            let (document, file) = files::replace(&txn, current, &caller.subject_id, inspected.file, now).await?;
             store_parts(&txn, document.id, upload).await?;
             txn.commit().await?;
             app.notifier.documents_due();
-            Ok(KnowledgeDocument(document))
+            Ok(KnowledgeDocument::with_file(document, Some(file)))
         };
         run.await.gql()
     }

@@ -15,30 +15,35 @@ use worker::store::{documents, files};
 
 use crate::graphql::loaders::{FileOfDocument, RequestLoaders, loaded};
 
-/// A document research retrieves from.
-pub struct KnowledgeDocument(pub document::Model);
+/// A document research retrieves from, and its uploaded file's row when it was read with it
+/// (so every field of one answer tells of the same moment).
+pub struct KnowledgeDocument {
+    row: document::Model,
+    /// `Some` when the file's row was read with the document (`Some(None)`: no file).
+    file: Option<Option<file::Model>>,
+}
 
 /// A document research retrieves from, split into passages that research cites.
 #[Object]
 impl KnowledgeDocument {
     async fn id(&self) -> Uuid {
-        self.0.id
+        self.row.id
     }
     async fn knowledge_space_id(&self) -> Uuid {
-        self.0.knowledge_space_id
+        self.row.knowledge_space_id
     }
     async fn title(&self) -> &str {
-        &self.0.title
+        &self.row.title
     }
     /// The text as it was given. Passage ranges index it in Unicode code points.
     async fn content(&self) -> &str {
-        &self.0.content
+        &self.row.content
     }
     /// What the document is: the format its text was given in, or the type of the file it
     /// was uploaded as (detected from the file's bytes).
     async fn media_type(&self, ctx: &Context<'_>) -> async_graphql::Result<GqlMediaType> {
         let file = self.file_row(ctx).await.gql()?;
-        Ok(GqlMediaType::of(self.0.media_type, file.map(|file| file.media_type)))
+        Ok(GqlMediaType::of(self.row.media_type, file.map(|file| file.media_type)))
     }
     /// The file the document was uploaded as; null for documents given as text.
     async fn file(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<KnowledgeDocumentFile>> {
@@ -46,15 +51,15 @@ impl KnowledgeDocument {
     }
     /// Where the document came from, if its author said.
     async fn source_uri(&self) -> Option<&str> {
-        self.0.source_uri.as_deref()
+        self.row.source_uri.as_deref()
     }
     /// The author's own data.
     async fn metadata(&self) -> Json<&Value> {
-        Json(&self.0.metadata)
+        Json(&self.row.metadata)
     }
     /// 1 when added; every update adds one.
     async fn revision(&self) -> i32 {
-        self.0.revision
+        self.row.revision
     }
     /// Where the document stands. A document given as text is searchable by full text as
     /// soon as it is written (`READY`, or `PENDING` while embeddings, when configured, come
@@ -62,28 +67,28 @@ impl KnowledgeDocument {
     /// `FAILED` with `indexingError` when it could not be read (or embedding gave up).
     async fn indexing_status(&self, ctx: &Context<'_>) -> async_graphql::Result<GqlIndexingStatus> {
         let file = self.file_row(ctx).await.gql()?;
-        Ok(GqlIndexingStatus::of(shown_status(file.map(|file| file.state), &self.0)))
+        Ok(GqlIndexingStatus::of(shown_status(file.map(|file| file.state), &self.row)))
     }
     /// Why the document is `FAILED`: why its file could not be read, or why embedding
     /// gave up.
     async fn indexing_error(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<String>> {
         let file = self.file_row(ctx).await.gql()?;
         let file_error = file.filter(|file| file.state == entity::FileState::Failed).and_then(|file| file.error);
-        Ok(file_error.or_else(|| self.0.indexing_error.clone()))
+        Ok(file_error.or_else(|| self.row.indexing_error.clone()))
     }
     /// The subject who added it.
     async fn created_by(&self) -> &str {
-        &self.0.created_by
+        &self.row.created_by
     }
     /// The subject who last changed it, if anyone has.
     async fn updated_by(&self) -> Option<&str> {
-        self.0.updated_by.as_deref()
+        self.row.updated_by.as_deref()
     }
     async fn created_at(&self) -> DateTime<Utc> {
-        datetime(self.0.created_at)
+        datetime(self.row.created_at)
     }
     async fn updated_at(&self) -> DateTime<Utc> {
-        datetime(self.0.updated_at)
+        datetime(self.row.updated_at)
     }
 
     /// The passages in document order: at most `first` (default 20, maximum 100) after
@@ -102,7 +107,7 @@ impl KnowledgeDocument {
                 Some(ordinal) => after_sequence(Some(ordinal))
                     .map_err(|_| ApiError::bad_input("afterOrdinal must not be negative"))?,
             };
-            let rows = documents::passages(&state(ctx)?.db, self.0.id, after, size).await?;
+            let rows = documents::passages(&state(ctx)?.db, self.row.id, after, size).await?;
             Ok::<_, ApiError>(rows.into_iter().map(KnowledgePassage).collect())
         };
         run.await.gql()
@@ -110,12 +115,25 @@ impl KnowledgeDocument {
 }
 
 impl KnowledgeDocument {
-    /// The document's uploaded file, through the request's loader when it has one (a
-    /// WebSocket operation reads it directly).
+    /// A document whose file (if any) its fields read when asked.
+    pub fn new(row: document::Model) -> Self {
+        Self { row, file: None }
+    }
+
+    /// A document with its file's row, read with it.
+    pub fn with_file(row: document::Model, file: Option<file::Model>) -> Self {
+        Self { row, file: Some(file) }
+    }
+
+    /// The document's uploaded file: the row read with it, else through the request's
+    /// loader when it has one (a WebSocket operation reads it directly).
     async fn file_row(&self, ctx: &Context<'_>) -> Result<Option<file::Model>, ApiError> {
+        if let Some(file) = &self.file {
+            return Ok(file.clone());
+        }
         match ctx.data_opt::<RequestLoaders>() {
-            Some(loaders) => loaders.load_one(FileOfDocument(self.0.id)).await.map_err(loaded),
-            None => Ok(files::find(&state(ctx)?.db, self.0.id).await?),
+            Some(loaders) => loaders.load_one(FileOfDocument(self.row.id)).await.map_err(loaded),
+            None => Ok(files::find(&state(ctx)?.db, self.row.id).await?),
         }
     }
 }

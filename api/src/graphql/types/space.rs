@@ -98,7 +98,7 @@ impl KnowledgeSpace {
             let size = page_size(first, DEFAULT_PAGE)?;
             let db = &state(ctx)?.db;
             let rows = documents::page(db, &self.space.tenant_id, self.space.id, None, size).await?;
-            Ok::<_, ApiError>(rows.into_iter().map(KnowledgeDocument).collect())
+            Ok::<_, ApiError>(rows.into_iter().map(KnowledgeDocument::new).collect())
         };
         run.await.gql()
     }
@@ -116,7 +116,7 @@ impl KnowledgeSpace {
             let db = &state(ctx)?.db;
             let rows = documents::page(db, &self.space.tenant_id, self.space.id, args.after, args.fetch()).await?;
             let key = |row: &document::Model| PageKey { at: row.created_at, id: row.id };
-            Ok::<_, ApiError>(relay::build(&args, rows, false, key, KnowledgeDocument))
+            Ok::<_, ApiError>(relay::build(&args, rows, false, key, KnowledgeDocument::new))
         };
         run.await.gql()
     }

@@ -440,6 +440,7 @@ fn operation(
     request_id: Option<crate::http::request_id::RequestId>,
 ) -> BoxStream<'static, Outgoing> {
     let mut request = crate::graphql::loaders::attach(request, &endpoint.state.db);
+    request = crate::graphql::request_writes::attach(request);
     if let Some(principal) = principal {
         request = request.data(principal);
     }

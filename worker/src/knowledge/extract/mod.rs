@@ -1,8 +1,9 @@
 //! Text from uploaded files, in the worker: what a file is (from its bytes, [`detect`]),
 //! its text and, for a PDF, where each page starts. PDFs are read by Debian's `pdftotext`
 //! (poppler, GPL) as a separate program with a time and memory limit ([`pdf`]); Word
-//! files by reading their XML here, with the decompressed size bounded ([`docx`]). Either
-//! way the text is bounded by `KFS_MAX_EXTRACTED_BYTES`, and a file that cannot be read
+//! files by reading their XML here as it decompresses, with its size, nesting and time
+//! bounded ([`docx`]). Either way the text is bounded by `KFS_MAX_EXTRACTED_BYTES` (and
+//! the time by `KFS_EXTRACT_TIMEOUT_MS`), and a file that cannot be read
 //! ends with a sentence saying why, for the document's `indexingError`.
 mod docx;
 mod pdf;
@@ -99,8 +100,14 @@ pub async fn extract(
     match detect(&bytes) {
         Some(FileMediaType::Pdf) => pdf::extract(bytes, settings, max_bytes).await,
         Some(FileMediaType::Docx) => {
-            let bound = settings.max_unzipped_bytes;
-            let read = tokio::task::spawn_blocking(move || docx::extract(&bytes, bound, max_bytes));
+            let timeout = std::time::Duration::from_millis(settings.timeout_ms.max(1));
+            let bounds = docx::Bounds {
+                max_unzipped: settings.max_unzipped_bytes,
+                max_bytes,
+                deadline: std::time::Instant::now() + timeout,
+                timeout_seconds: timeout.as_secs().max(1),
+            };
+            let read = tokio::task::spawn_blocking(move || docx::extract(&bytes, bounds));
             read.await.unwrap_or_else(|_| Err(Unreadable("the Word file could not be read".to_owned())))
         }
         None => {

@@ -39,7 +39,7 @@ pub(super) async fn extract(
         not_installed()
     })?;
     let mut stdin = child.stdin.take().ok_or_else(not_installed)?;
-    let mut stdout = child.stdout.take().ok_or_else(not_installed)?;
+    let stdout = child.stdout.take().ok_or_else(not_installed)?;
     let mut stderr = child.stderr.take().ok_or_else(not_installed)?;
     let feed = async move {
         // A reader that stops early closes its end; the rest of the file is not needed.
@@ -47,9 +47,12 @@ pub(super) async fn extract(
         drop(stdin);
     };
     let limit = u64::try_from(max_bytes).unwrap_or(u64::MAX);
-    let read = async {
+    // The reader owns `stdout` and closes it as soon as it has read one byte past the
+    // limit: `pdftotext` then dies on its next write instead of blocking on a full pipe
+    // until the timeout, and the file fails at once, naming the size limit.
+    let read = async move {
         let mut text = Vec::new();
-        (&mut stdout).take(limit.saturating_add(1)).read_to_end(&mut text).await.map(|_| text)
+        stdout.take(limit.saturating_add(1)).read_to_end(&mut text).await.map(|_| text)
     };
     let errors = async {
         let mut text = String::new();
