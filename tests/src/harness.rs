@@ -39,6 +39,9 @@ pub struct DbTest {
     /// Whether the server it starts reads PDFs (Debian's `pdftotext`): without it the test
     /// is listed as ignored.
     pub needs_pdftotext: bool,
+    /// Whether it drives the Python MCP SDK (`pip install -r tests/python/requirements.txt`):
+    /// without it the test is listed as ignored.
+    pub needs_python_mcp: bool,
 }
 
 impl DbTest {
@@ -46,7 +49,15 @@ impl DbTest {
     /// crate) and its function name.
     pub fn new(module_path: &str, name: &str, backends: &'static [Backend], run: fn(TestDb) -> TestFuture) -> Self {
         let name = qualified(module_path, name);
-        Self { name, backends, run, needs_chromium: false, needs_real_model: false, needs_pdftotext: false }
+        Self {
+            name,
+            backends,
+            run,
+            needs_chromium: false,
+            needs_real_model: false,
+            needs_pdftotext: false,
+            needs_python_mcp: false,
+        }
     }
 
     /// The same test, marked as driving Chromium.
@@ -57,6 +68,11 @@ impl DbTest {
     /// The same test, marked as reading PDFs with `pdftotext`.
     pub fn needing_pdftotext(self) -> Self {
         Self { needs_pdftotext: true, ..self }
+    }
+
+    /// The same test, marked as driving the Python MCP SDK.
+    pub fn needing_python_mcp(self) -> Self {
+        Self { needs_python_mcp: true, ..self }
     }
 
     /// The same test, marked as calling the real model endpoint [`real_model`] names.
@@ -84,6 +100,19 @@ pub fn has_pdftotext() -> bool {
             .stderr(std::process::Stdio::null())
             .status()
             .is_ok()
+    })
+}
+
+/// Whether `python3` here imports the MCP SDK (`mcp` from PyPI) the Python client test uses.
+pub fn has_python_mcp() -> bool {
+    static FOUND: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *FOUND.get_or_init(|| {
+        std::process::Command::new("python3")
+            .args(["-c", "import mcp"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success())
     })
 }
 
@@ -212,6 +241,12 @@ fn skipped_banners(config: &TestConfig, db_tests: &[DbTest]) -> Vec<String> {
     if db_tests.iter().any(|test| test.needs_pdftotext) && !has_pdftotext() {
         banners.push("PDF upload tests SKIPPED: no pdftotext here (apt-get install poppler-utils)".to_owned());
     }
+    if db_tests.iter().any(|test| test.needs_python_mcp) && !has_python_mcp() {
+        banners.push(
+            "Python MCP SDK test SKIPPED: python3 cannot import mcp (pip install -r tests/python/requirements.txt)"
+                .to_owned(),
+        );
+    }
     if db_tests.iter().any(|test| test.needs_real_model) && real_model().is_none() {
         banners.push(
             "Real-model smoke test SKIPPED: KFS_TEST_OPENAI_BASE_URL is not set (with KFS_TEST_OPENAI_MODEL and \
@@ -232,7 +267,8 @@ fn trials(config: &TestConfig, db_tests: Vec<DbTest>, plain_tests: Vec<PlainTest
             let skipped = (backend == Backend::Postgres && config.postgres_url.is_none())
                 || (test.needs_chromium && !chromium().is_file())
                 || (test.needs_real_model && real_model().is_none())
-                || (test.needs_pdftotext && !has_pdftotext());
+                || (test.needs_pdftotext && !has_pdftotext())
+                || (test.needs_python_mcp && !has_python_mcp());
             let name = format!("{}::{}", test.name, backend.name());
             let trial = Trial::test(name, move || on_runtime(TestDb::run(backend, &config, run)));
             trials.push(trial.with_ignored_flag(skipped));

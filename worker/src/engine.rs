@@ -572,13 +572,21 @@ fn grounded_extractive(query: &str, evidence: &[Passage]) -> (String, Vec<Passag
 }
 
 /// The extractive answer over `evidence`: each item's sentence that best matches the
-/// question, cited as `[n]` for the n-th item (so every item is cited, in order).
+/// question, cited as `[n]` for the n-th item (so every item is cited, in order) and
+/// ended by its full stop after the mark ("Tides follow the moon [1]. Spring tides …").
 pub(crate) fn extractive(query: &str, evidence: &[Passage]) -> String {
     let terms = search_terms(query);
     let cited: Vec<String> = evidence
         .iter()
         .enumerate()
-        .map(|(index, passage)| format!("{} [{}]", best_sentence(&passage.snippet, &terms), index + 1))
+        .map(|(index, passage)| {
+            let sentence = best_sentence(&passage.snippet, &terms);
+            let (prose, end) = match sentence.char_indices().last() {
+                Some((at, end @ ('.' | '!' | '?'))) => (sentence[..at].trim_end(), end),
+                _ => (sentence.as_str(), '.'),
+            };
+            format!("{prose} [{}]{end}", index + 1)
+        })
         .collect();
     cited.join(" ")
 }
@@ -636,7 +644,7 @@ fn best_sentence(text: &str, terms: &[String]) -> String {
             best = (sentence, count);
         }
     }
-    best.0.trim().trim_end_matches('.').to_owned()
+    best.0.trim().to_owned()
 }
 
 /// One retrieval's reranking: each sub-query's candidates go through the endpoint while
@@ -748,6 +756,22 @@ mod tests {
             Decision::Search(vec!["make".into()])
         );
         assert_eq!(coverage_decision("Where is honey in the hive?", &so_far), Decision::Answered);
+    }
+
+    #[test]
+    fn the_extractive_answer_keeps_a_full_stop_after_each_citation() {
+        let evidence = [
+            passage("Tides are caused by the moon and the sun."),
+            passage("The highest tides come after a full moon"),
+            passage("Do tides ever stop?"),
+        ];
+        assert_eq!(
+            extractive("What causes tides?", &evidence),
+            "Tides are caused by the moon and the sun [1]. The highest tides come after a full moon [2]. Do tides ever stop [3]?"
+        );
+        // The grounded answer keeps them too.
+        let (grounded, _, _) = grounded_extractive("What causes tides?", &evidence[..2]);
+        assert_eq!(grounded, "Tides are caused by the moon and the sun [1]. The highest tides come after a full moon [2].");
     }
 
     #[test]

@@ -1,10 +1,7 @@
 //! Following an uploaded document's status (`knowledgeDocumentStatus`): the document as it
 //! is now, then again at each change of its status, ending at `READY` or `FAILED`. The
-//! extraction may run in another process, so the feed polls the document's two rows (a
-//! primary-key read each) rather than waiting on a signal only this process would hear;
-//! the subscription is short-lived (it ends with the extraction) and each WebSocket holds
-//! a bounded number of them.
-use std::time::Duration;
+//! changes come from the document's one shared reader in this process
+//! ([`super::document_watch`]), however many subscriptions follow it.
 
 use entity::{IndexingStatus, knowledge_document as document, knowledge_document_file as file};
 use futures_util::Stream;
@@ -15,13 +12,8 @@ use worker::store::{documents, files};
 use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::graphql::access::space_access;
+use super::document_watch::{DocumentFollower, Found, Snapshot, version};
 use crate::state::AppState;
-
-/// How often a followed document is read.
-pub const DOCUMENT_POLL: Duration = Duration::from_millis(200);
-
-/// A document, its uploaded file's row and the status the two show, read together.
-pub type Snapshot = (document::Model, Option<file::Model>, ShownStatus);
 
 /// The document, its file and its status, if `caller` may read it.
 pub async fn readable_document(app: &AppState, caller: &Principal, id: Uuid) -> Result<Option<Snapshot>, ApiError> {
@@ -41,22 +33,24 @@ fn settled(shown: ShownStatus) -> bool {
 
 /// The document at `first`, then each time its status changes, each with the file row its
 /// status was read from; ends after a settled status, or with `NOT_FOUND` once the caller
-/// may no longer read it (removed, access revoked).
+/// may no longer read it (removed, access revoked). Reads the document's shared watch, not
+/// the database ([`super::document_watch`]).
 pub fn follow_document(
     app: AppState,
     caller: Principal,
     first: Snapshot,
 ) -> impl Stream<Item = Result<(document::Model, Option<file::Model>), ApiError>> {
     struct State {
-        app: AppState,
-        caller: Principal,
+        follower: DocumentFollower,
         pending: Option<(document::Model, Option<file::Model>)>,
         last: ShownStatus,
+        seen: (i32, i64, i64),
         done: bool,
     }
+    let follower = app.live.follow_document(first.0.id, &caller);
+    let seen = version(&first);
     let (model, file, shown) = first;
-    let id = model.id;
-    let state = State { app, caller, pending: Some((model, file)), last: shown, done: false };
+    let state = State { follower, pending: Some((model, file)), last: shown, seen, done: false };
     futures_util::stream::unfold(state, move |mut state| async move {
         if let Some(model) = state.pending.take() {
             state.done = settled(state.last);
@@ -66,22 +60,32 @@ pub fn follow_document(
             return None;
         }
         loop {
-            tokio::time::sleep(DOCUMENT_POLL).await;
-            match readable_document(&state.app, &state.caller, id).await {
-                Ok(Some((model, file, shown))) if shown != state.last => {
+            // The driver ends only at shutdown: so does the subscription.
+            state.follower.receiver.changed().await.ok()?;
+            let reading = state.follower.receiver.borrow_and_update().clone();
+            if reading.denied.contains(state.follower.key()) {
+                state.done = true;
+                return Some((Err(ApiError::NotFound), state));
+            }
+            match reading.found {
+                // A reading older than the caller's own first read is no news.
+                Found::Present(snapshot) if snapshot.2 != state.last && version(&snapshot) >= state.seen => {
+                    let (model, file, shown) = (*snapshot).clone();
                     state.last = shown;
+                    state.seen = version(&snapshot);
                     state.done = settled(shown);
                     return Some((Ok((model, file)), state));
                 }
-                Ok(Some(_)) => {}
-                Ok(None) => {
+                Found::Present(_) | Found::Pending => {}
+                Found::Gone => {
                     state.done = true;
                     return Some((Err(ApiError::NotFound), state));
                 }
                 // An outage: say so and stop; the client subscribes again.
-                Err(error) => {
+                Found::Failed => {
                     state.done = true;
-                    return Some((Err(error), state));
+                    let cause = anyhow::anyhow!("reading a followed document failed");
+                    return Some((Err(ApiError::Unavailable(cause)), state));
                 }
             }
         }

@@ -12,6 +12,7 @@ use uuid::Uuid;
 use worker::{Notifier, Signal};
 
 use super::credentials::{KeyWatch, KeyWatchGuard};
+use super::document_watch::{DocumentFollower, DocumentWatches};
 use super::event::TopicEvent;
 use super::topic::Topic;
 use crate::auth::ApiKeyCredential;
@@ -26,6 +27,7 @@ pub struct LiveHub {
     db: DatabaseConnection,
     topics: Arc<Mutex<HashMap<Uuid, Arc<Topic>>>>,
     keys: Arc<KeyWatch>,
+    documents: Arc<DocumentWatches>,
 }
 
 impl LiveHub {
@@ -33,7 +35,8 @@ impl LiveHub {
     /// processes' through the PostgreSQL listener) until `shutdown`.
     pub fn start(db: DatabaseConnection, notifier: &Notifier, shutdown: CancellationToken) -> Self {
         let keys = KeyWatch::start(db.clone(), POLL, shutdown.clone());
-        let hub = Self { db, topics: Arc::default(), keys };
+        let documents = Arc::new(DocumentWatches::new(db.clone(), shutdown.clone()));
+        let hub = Self { db, topics: Arc::default(), keys, documents };
         let mut signals = notifier.subscribe();
         let dispatcher = hub.clone();
         tokio::spawn(async move {
@@ -85,6 +88,11 @@ impl LiveHub {
     /// cancelled once the key is revoked or rotated, in any process.
     pub fn watch_key(&self, credential: &ApiKeyCredential) -> KeyWatchGuard {
         self.keys.watch(credential)
+    }
+
+    /// Follows an uploaded document's status through its one shared reader.
+    pub fn follow_document(&self, id: Uuid, caller: &crate::auth::Principal) -> DocumentFollower {
+        self.documents.follow(id, caller)
     }
 
     /// Wakes one task's topic, or every topic (`None`, after a missed notification).

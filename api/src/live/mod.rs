@@ -7,6 +7,7 @@
 mod answer;
 mod credentials;
 mod document_status;
+mod document_watch;
 mod event;
 mod follow;
 mod hub;

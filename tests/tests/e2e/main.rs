@@ -27,6 +27,7 @@ mod hostile_ingestion;
 mod hostile_inputs;
 mod hostile_outage;
 mod hostile_sockets;
+mod hostile_uploads;
 mod http_contract;
 mod identity;
 mod knowledge_documents;
@@ -82,6 +83,7 @@ fn main() -> ExitCode {
         hostile_inputs::tests(),
         hostile_outage::tests(),
         hostile_sockets::tests(),
+        hostile_uploads::tests(),
         http_contract::tests(),
         identity::tests(),
         knowledge_documents::tests(),

@@ -15,17 +15,19 @@ use crate::http_contract::node_clients;
 use crate::research_openai::{DOCUMENTS, space_with_documents};
 
 pub fn tests() -> Vec<DbTest> {
-    db_tests![
+    let python = db_tests![the_python_sdk_connects_lists_and_calls];
+    let mut tests: Vec<DbTest> = python.into_iter().map(DbTest::needing_python_mcp).collect();
+    tests.extend(db_tests![
         the_typescript_sdk_lists_the_tools_starts_research_and_reads_the_cited_answer,
         research_waits_for_the_answer_with_progress_and_search_and_fetch_stay_in_the_callers_spaces,
         tasks_are_ordinary_tasks_read_only_through_the_callers_grant,
-        the_python_sdk_connects_lists_and_calls,
         the_guard_answers_401_403_and_400_as_the_protocol_says,
         the_tasks_extension_runs_research_as_a_task_that_asks_for_its_plan,
         an_agent_that_calls_in_a_burst_is_held_by_the_callers_rate_and_counted,
         research_calls_waiting_at_once_are_bounded_per_caller_and_end_with_their_task,
         an_identity_providers_token_may_name_this_resource_as_its_audience,
-    ]
+    ]);
+    tests
 }
 
 /// The server's MCP URL.

@@ -450,7 +450,7 @@ mod tests {
 
     #[test]
     fn a_style_with_many_attributes_costs_linear_time() {
-        let attributes: String = (0..200_000).map(|index| format!(" a{index}=\"\"")).collect();
+        let attributes: String = (0..80_000).map(|index| format!(" a{index}=\"\"")).collect();
         let xml = body(&format!(r#"<w:p><w:pPr><w:pStyle{attributes} w:val="Title"/></w:pPr><w:r><w:t>Big</w:t></w:r></w:p>"#));
         let started = Instant::now();
         assert_eq!(markdown_of(xml.as_bytes(), bounds(10_000)).expect("markdown"), "# Big");
