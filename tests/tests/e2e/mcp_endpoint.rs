@@ -26,6 +26,7 @@ pub fn tests() -> Vec<DbTest> {
         an_agent_that_calls_in_a_burst_is_held_by_the_callers_rate_and_counted,
         research_calls_waiting_at_once_are_bounded_per_caller_and_end_with_their_task,
         an_identity_providers_token_may_name_this_resource_as_its_audience,
+        large_answers_are_cut_or_refused_and_search_takes_exactly_the_filters_tasks_take,
     ]);
     tests
 }
@@ -380,6 +381,10 @@ async fn the_guard_answers_401_403_and_400_as_the_protocol_says(db: TestDb) -> a
         (json!(["https://elsewhere.example", format!("{base}/mcp")]), 200),
         (json!("https://elsewhere.example/mcp"), 401),
         (json!(["kfs-api"]), 401),
+        // An audience of a shape no JWT may have is refused, not read as none.
+        (json!(42), 401),
+        (json!({ "aud": format!("{base}/mcp") }), 401),
+        (json!([format!("{base}/mcp"), 7]), 401),
     ] {
         let (status, _, body) = post(&api, Some(&signed(aud.clone())?), &[], &list).await?;
         ensure_eq!(status, expected, "aud {aud}: {body}");
@@ -402,6 +407,13 @@ async fn the_guard_answers_401_403_and_400_as_the_protocol_says(db: TestDb) -> a
         (batch.as_str(), -32600),
         ("{\"jsonrpc\":\"2.0\",\"id\":1}", -32600),
         ("42", -32600),
+        // MCP's ids are strings or integers, and params are an object.
+        ("{\"jsonrpc\":\"2.0\",\"id\":{\"a\":1},\"method\":\"tools/list\"}", -32600),
+        ("{\"jsonrpc\":\"2.0\",\"id\":[1],\"method\":\"tools/list\"}", -32600),
+        ("{\"jsonrpc\":\"2.0\",\"id\":null,\"method\":\"tools/list\"}", -32600),
+        ("{\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"tools/list\"}", -32600),
+        ("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":[]}", -32600),
+        ("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":\"x\"}", -32600),
     ] {
         let (status, _, text) = post(&api, Some(&token), &[], body).await?;
         ensure_eq!(status, 400, "{body}: {text}");
@@ -718,6 +730,49 @@ async fn an_identity_providers_token_may_name_this_resource_as_its_audience(db: 
         let (_, body) = api.server.post(Some(&token), "{ viewer { subjectId } }", json!({})).await?;
         ensure_eq!(body["data"]["viewer"]["subjectId"] == json!("user-1"), graphql, "aud {aud} at /graphql: {body}");
     }
+    api.stop().await;
+    Ok(())
+}
+
+async fn large_answers_are_cut_or_refused_and_search_takes_exactly_the_filters_tasks_take(
+    db: TestDb,
+) -> anyhow::Result<()> {
+    let api = crate::live_support::api_with(&db, |settings| settings.max_response_bytes = 4 << 20).await?;
+    let (space, token) = space_with_documents(&api).await?;
+    let add = |title: &str, content: String| {
+        json!({ "input": { "knowledgeSpaceId": space, "title": title, "content": content, "mediaType": "TEXT_PLAIN" } })
+    };
+    let long = api.data(Some(&token), crate::knowledge_documents::ADD, add("Long", "tide ".repeat(400_000))).await?;
+    let long = string_at(&long, "/addKnowledgeDocument/id")?;
+    // A megabyte of control characters: JSON writes each as six bytes, twice per result.
+    let escaped = api.data(Some(&token), crate::knowledge_documents::ADD, add("Escaped", "\u{1}".repeat(1 << 20))).await?;
+    let escaped = string_at(&escaped, "/addKnowledgeDocument/id")?;
+
+    // A long document is cut, and says so.
+    let fetched = call(&api, &token, "fetch", json!({ "id": long })).await?;
+    let item = &fetched["result"]["structuredContent"];
+    ensure_eq!(item["text"].as_str().map(str::len), Some(1 << 20));
+    ensure_eq!((&item["metadata"]["truncated"], &item["metadata"]["text_bytes"]), (&json!(true), &json!(2_000_000)));
+    // A result past KFS_MAX_RESPONSE_BYTES is refused as GraphQL refuses it.
+    let refused = call(&api, &token, "fetch", json!({ "id": escaped })).await?;
+    ensure!(error_text(&refused).starts_with("TOO_COMPLEX"), "{refused}");
+    let over_http = api.server.http.get(format!("{}/items/{escaped}", mcp_url(&api))).bearer_auth(&token).send().await?;
+    ensure_eq!(over_http.status().as_u16(), 413);
+
+    // The largest metadata filter the limits allow, past 16 KiB serialized: search refuses
+    // it as createResearchTask does, with the same code.
+    let keys: serde_json::Map<String, Value> =
+        (0..32).map(|key| (format!("key{key}"), json!((0..100).map(|value| format!("v{value}")).collect::<Vec<_>>()))).collect();
+    let filters = json!({ "metadata": keys });
+    let searched = call(&api, &token, "search", json!({ "query": "wax", "filters": filters })).await?;
+    ensure!(error_text(&searched).starts_with("BAD_USER_INPUT"), "{searched}");
+    let create = "mutation($input: CreateResearchTaskInput!) { createResearchTask(input: $input) { id } }";
+    let input = json!({ "knowledgeSpaceId": space, "query": "wax", "filters": filters });
+    ensure_eq!(api.code(Some(&token), create, json!({ "input": input })).await?, "BAD_USER_INPUT");
+    // One within the limits is taken by both.
+    let small = json!({ "metadata": { "key0": ["v1", "v2"] } });
+    let searched = call(&api, &token, "search", json!({ "query": "wax", "filters": small })).await?;
+    ensure!(error_text(&searched).is_empty(), "{searched}");
     api.stop().await;
     Ok(())
 }

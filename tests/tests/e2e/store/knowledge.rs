@@ -2,6 +2,7 @@
 //! the same search for several queries at once, passages by id, stored vectors, and the
 //! embedding backlog's lease, fenced writes and reconciliation.
 use entity::{IndexingStatus, MediaType, knowledge_passage_embedding as embedding};
+use anyhow::Context as _;
 use kfs_tests::{DbTest, TestDb, db_tests, ensure_eq, fixtures};
 use uuid::Uuid;
 use worker::store::embeddings::Settled;
@@ -13,7 +14,51 @@ pub fn tests() -> Vec<DbTest> {
         full_text_ranks_only_the_spaces_own_passages_the_same_alone_and_together,
         passages_by_id_and_stored_vectors_stay_in_their_space,
         the_embedding_backlog_leases_fences_and_settles_documents,
+        file_extraction_is_leased_fairly_across_tenants,
     ]
+}
+
+/// Adds an uploaded PDF's rows to `space`, due for extraction at `now`.
+async fn uploaded(db: &TestDb, space: &entity::knowledge_space::Model, now: i64) -> anyhow::Result<Uuid> {
+    let new = store::documents::NewDocument {
+        tenant_id: space.tenant_id.clone(),
+        knowledge_space_id: space.id,
+        title: "upload".into(),
+        content: String::new(),
+        media_type: MediaType::TextPlain,
+        source_uri: None,
+        metadata: serde_json::json!({}),
+        created_by: "author".into(),
+        indexing_status: IndexingStatus::Ready,
+    };
+    let file = store::files::NewFile { file_name: "f.pdf".into(), media_type: entity::FileMediaType::Pdf, byte_size: 1 };
+    let (document, _) = store::files::add_upload(&db.db, new, file, now).await?;
+    Ok(document.id)
+}
+
+async fn file_extraction_is_leased_fairly_across_tenants(db: TestDb) -> anyhow::Result<()> {
+    let busy = fixtures::space(&db).await?;
+    let quiet = fixtures::space(&db).await?;
+    let start = entity::now_millis() - 60_000;
+    let mut busy_files = Vec::new();
+    for offset in 0..5 {
+        busy_files.push(uploaded(&db, &busy, start + offset).await?);
+    }
+    // The quiet tenant's one file came after all of them.
+    let quiet_file = uploaded(&db, &quiet, start + 100).await?;
+    let now = entity::now_millis();
+    let lease = |at| store::files::lease_due(&db.db, 60_000, at);
+    // Neither runs anything: the oldest file goes first.
+    let first = lease(now).await?.context("a file is due")?;
+    ensure_eq!(first.document_id, busy_files[0]);
+    // The busy tenant has one running now; the quiet tenant's file goes next, ahead of
+    // four older files.
+    let second = lease(now).await?.context("a file is due")?;
+    ensure_eq!(second.document_id, quiet_file);
+    // Both run one: the busy tenant's oldest waiting file.
+    let third = lease(now).await?.context("a file is due")?;
+    ensure_eq!(third.document_id, busy_files[1]);
+    Ok(())
 }
 
 async fn full_text_ranks_only_the_spaces_own_passages_the_same_alone_and_together(db: TestDb) -> anyhow::Result<()> {
