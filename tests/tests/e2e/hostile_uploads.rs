@@ -28,6 +28,7 @@ pub fn tests() -> Vec<DbTest> {
         one_upload_is_stored_once_and_a_request_stores_a_bounded_amount,
         word_files_built_to_be_slow_or_large_fail_quickly_saying_why,
         an_upload_over_the_limit_is_answered_before_the_client_finishes_sending,
+        many_subscriptions_to_one_document_share_one_reader,
     ]);
     tests
 }
@@ -468,5 +469,76 @@ async fn an_upload_over_the_limit_is_answered_before_the_client_finishes_sending
         ensure!(sent < 16 << 20, "{label}: the client sent {sent} bytes before the answer");
     }
     api.stop().await;
+    Ok(())
+}
+
+/// `db_statements_total` of the api process at `base`.
+async fn statements(http: &reqwest::Client, base: &str) -> anyhow::Result<f64> {
+    let text = http.get(format!("{base}/metrics")).send().await?.text().await?;
+    text.lines()
+        .find_map(|line| line.strip_prefix("db_statements_total ").and_then(|value| value.trim().parse().ok()))
+        .context("no db_statements_total in /metrics")
+}
+
+async fn many_subscriptions_to_one_document_share_one_reader(db: TestDb) -> anyhow::Result<()> {
+    use kfs_tests::process::{ApiProcess, Binaries, api_command};
+    let binaries = Binaries::build().await?;
+    // No worker: the upload stays EXTRACTING while it is followed.
+    let api = ApiProcess::start(api_command(&binaries.api, &db.url)).await?;
+    let base = format!("http://{}", api.addr);
+    let http = reqwest::Client::new();
+    let tenant = format!("tenant-{}", Uuid::new_v4().simple());
+    let token = TestServer::token("alice", &tenant);
+    let client = kfs_tests::server::GraphqlClient::new(api.graphql_url(), token.clone());
+    let space = client.run("mutation { createKnowledgeSpace(input: { name: \"S\" }) { id } }", json!({})).await?;
+    let space = space["createKnowledgeSpace"]["id"].as_str().context("space")?.to_owned();
+    let operations = json!({ "query": UPLOAD, "variables": { "space": space, "file": null } });
+    let form = reqwest::multipart::Form::new()
+        .text("operations", operations.to_string())
+        .text("map", json!({ "0": ["variables.file"] }).to_string())
+        .part("0", reqwest::multipart::Part::bytes(b"%PDF-1.4\n%%EOF\n".to_vec()).file_name("f.pdf"));
+    let uploaded: Value =
+        http.post(api.graphql_url()).bearer_auth(&token).header("GraphQL-Preflight", "1").multipart(form).send().await?.json().await?;
+    let document = uploaded["data"]["uploadKnowledgeDocument"]["id"].as_str().context("uploaded")?.to_owned();
+
+    // Five hundred subscriptions of one viewer, on five sockets.
+    let follow = "subscription($id: UUID!) { knowledgeDocumentStatus(documentId: $id) { indexingStatus } }";
+    let mut sockets = Vec::new();
+    for socket in 0..5 {
+        let mut ws = WsClient::connect_and_init(&api.ws_url(), Some(&token)).await?;
+        for index in 0..100 {
+            ws.subscribe(&format!("s{socket}-{index}"), follow, json!({ "id": document })).await?;
+        }
+        for _ in 0..100 {
+            match ws.next_event().await? {
+                Event::Next(_, payload) => ensure!(payload["data"]["knowledgeDocumentStatus"]["indexingStatus"] == "EXTRACTING", "{payload}"),
+                other => anyhow::bail!("expected the first status, got {other:?}"),
+            }
+        }
+        sockets.push(ws);
+    }
+    // Two seconds of following: one reader's statements, not one per subscription (which
+    // read two or three rows five times a second each: about 12,000 here).
+    let before = statements(&http, &base).await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let read = statements(&http, &base).await? - before;
+    ensure!(read < 200.0, "500 subscriptions cost {read} statements in two seconds");
+
+    // The shared reader still ends every subscription when the document goes.
+    let removed = client.run("mutation($id: UUID!) { removeKnowledgeDocument(id: $id) }", json!({ "id": document })).await?;
+    ensure!(removed["removeKnowledgeDocument"] == true, "{removed}");
+    for ws in &mut sockets {
+        let mut ended = 0;
+        while ended < 100 {
+            match ws.next_event().await? {
+                Event::Error(_, payload) | Event::Next(_, payload) => {
+                    ensure!(payload.to_string().contains("NOT_FOUND"), "{payload}");
+                    ended += 1;
+                }
+                Event::Complete(_) => {}
+                other => anyhow::bail!("expected NOT_FOUND, got {other:?}"),
+            }
+        }
+    }
     Ok(())
 }
