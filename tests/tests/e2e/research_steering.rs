@@ -20,7 +20,29 @@ pub fn tests() -> Vec<DbTest> {
         notes_are_checked_bounded_and_readable_by_whoever_may_read_the_task,
         a_note_steers_the_next_round_and_the_answer,
         concurrent_notes_stop_at_the_limit_and_a_note_after_completion_is_refused,
+        a_note_while_the_answer_is_being_written_is_refused_with_conflict,
     ]
+}
+
+async fn a_note_while_the_answer_is_being_written_is_refused_with_conflict(db: TestDb) -> anyhow::Result<()> {
+    use sea_orm::{ActiveModelTrait as _, ActiveValue::Set, IntoActiveModel as _};
+    let api = Api::start(&db).await?;
+    let space = api.space("alice").await?;
+    let token = api.token("alice");
+    let task = api.task(&token, &space).await?;
+    let id = string_at(&task, "/id")?;
+    // The worker is generating the answer (its notes were read when the stage began).
+    let row = reload(&db, id.parse()?).await?;
+    let mut generating = row.into_active_model();
+    generating.stage = Set(Stage::Generating);
+    generating.update(&db.db).await?;
+    let body = api.call(Some(&token), STEER, json!({ "id": id, "note": "mention neap tides" })).await?;
+    ensure_eq!(kfs_tests::server::first_error_code(&body).as_deref(), Some("CONFLICT"));
+    let message = body.pointer("/errors/0/message").and_then(Value::as_str).unwrap_or_default();
+    ensure!(message.contains("already being written"), "{body}");
+    ensure_eq!(worker::store::notes::count(&db.db, id.parse()?).await?, 0);
+    api.stop().await;
+    Ok(())
 }
 
 const STEER: &str = "mutation($id: UUID!, $note: String!, $v: Int) { \
