@@ -63,6 +63,13 @@ fn run() -> anyhow::Result<()> {
                 ms(resolve),
                 loaded.as_secs_f64()
             );
+            let (documents, resolve, search) = largest_filter(&db).await?;
+            println!(
+                "{:<10} the largest filter the limits allow ({LARGE_KEYS} keys x {LARGE_VALUES} values) over {documents} documents with 16 KiB metadata: resolving {:.1} ms, then a search {:.1} ms",
+                backend.name(),
+                resolve.as_secs_f64() * 1000.0,
+                search.as_secs_f64() * 1000.0
+            );
             Ok(())
         }))?;
     }
@@ -148,4 +155,68 @@ async fn measure(
     }
     anyhow::ensure!(found.0 > 0 && found.1 > 0, "the searches found nothing: {found:?}");
     Ok((unfiltered, filtered, resolve))
+}
+
+/// Keys of the largest filter: as many as a filter may name.
+const LARGE_KEYS: usize = 32;
+/// Values per key of the largest filter: as many as fit with the keys in the 16 KiB a
+/// task's limits may take.
+const LARGE_VALUES: usize = 52;
+
+/// A space of `LARGE_DOCUMENTS` documents whose metadata is near its 16 KiB limit (every
+/// key of the filter, each a list of values, half of them wanted), and the time to resolve
+/// the largest filter over it and to search under it.
+async fn largest_filter(db: &TestDb) -> anyhow::Result<(usize, Duration, Duration)> {
+    const LARGE_DOCUMENTS: usize = 400;
+    let space = fixtures::space(db).await?;
+    let now = entity::now_millis();
+    let txn = worker::store::begin_write(&db.db).await?;
+    for index in 0..LARGE_DOCUMENTS {
+        let metadata: serde_json::Map<String, serde_json::Value> = (0..LARGE_KEYS)
+            .map(|key| {
+                let values: Vec<String> = (0..40).map(|value| format!("d{}-{value:03}", index % 7)).collect();
+                (format!("key{key:02}"), json!(values))
+            })
+            .collect();
+        let text = (0..40).map(|n| word((index * 40 + n) % 3000)).collect::<Vec<_>>().join(" ");
+        let chunk = Chunk {
+            ordinal: 0,
+            char_start: 0,
+            char_end: text.chars().count(),
+            heading_path: Vec::new(),
+            tokens: 60,
+            text: text.clone(),
+            pages: None,
+        };
+        let new = worker::store::documents::NewDocument {
+            tenant_id: space.tenant_id.clone(),
+            knowledge_space_id: space.id,
+            title: format!("Large {index}"),
+            content: text,
+            media_type: MediaType::TextPlain,
+            source_uri: None,
+            metadata: serde_json::Value::Object(metadata),
+            created_by: "bench".to_owned(),
+            indexing_status: IndexingStatus::Ready,
+        };
+        worker::store::documents::add(&txn, new, &[chunk], now).await?;
+    }
+    txn.commit().await?;
+    let wanted: serde_json::Map<String, serde_json::Value> = (0..LARGE_KEYS)
+        .map(|key| {
+            let values: Vec<String> = (0..LARGE_VALUES).map(|value| format!("d{}-{value:03}", value % 3)).collect();
+            (format!("key{key:02}"), json!(values))
+        })
+        .collect();
+    let filters = json!({ "filters": { "metadata": wanted } });
+    anyhow::ensure!(filters.to_string().len() <= 16 * 1024, "the filter is {} bytes", filters.to_string().len());
+    let filters = entity::TaskLimits::parse(&filters)?.filters.context("filters")?;
+    let started = Instant::now();
+    let allowed = worker::store::filtered::matching(&db.db, &space.tenant_id, space.id, &filters).await?;
+    let resolve = started.elapsed();
+    anyhow::ensure!(!allowed.is_empty(), "the largest filter matched nothing");
+    let scope = Scope { documents: Some(&allowed), ..Scope::space(&space.tenant_id, space.id) };
+    let started = Instant::now();
+    Retriever::full_text().search(&db.db, scope, &word(5), 20).await?;
+    Ok((LARGE_DOCUMENTS, resolve, started.elapsed()))
 }
