@@ -771,7 +771,10 @@ mod tests {
         );
         // The grounded answer keeps them too.
         let (grounded, _, _) = grounded_extractive("What causes tides?", &evidence[..2]);
-        assert_eq!(grounded, "Tides are caused by the moon and the sun [1]. The highest tides come after a full moon [2].");
+        assert_eq!(
+            grounded,
+            "Tides are caused by the moon and the sun [1]. The highest tides come after a full moon [2]."
+        );
     }
 
     #[test]

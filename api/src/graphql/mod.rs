@@ -10,10 +10,10 @@ pub mod guard;
 pub mod limits;
 mod lists;
 pub mod loaders;
-pub mod request_writes;
 pub(crate) mod mutation;
 mod query;
 mod relay;
+pub mod request_writes;
 mod spans;
 
 pub use spans::operation_span;

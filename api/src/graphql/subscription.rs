@@ -74,7 +74,9 @@ impl SubscriptionRoot {
             let (caller, app) = (principal(ctx)?, state(ctx)?);
             let first = readable_document(app, caller, document_id).await?.ok_or(ApiError::NotFound)?;
             let documents = follow_document(app.clone(), caller.clone(), first);
-            Ok::<_, ApiError>(documents.map(|document| document.map(|(row, file)| KnowledgeDocument::with_file(row, file)).map_err(|error| error.extend())))
+            Ok::<_, ApiError>(documents.map(|document| {
+                document.map(|(row, file)| KnowledgeDocument::with_file(row, file)).map_err(|error| error.extend())
+            }))
         };
         Box::pin(start).await.gql().map(|documents| counted("document_status", documents))
     }

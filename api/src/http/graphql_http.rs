@@ -57,7 +57,8 @@ pub async fn graphql_post(
         // Only a caller's upload is worth reading: every upload mutation needs one, and a
         // body nobody may send holds nothing of this process's while it stalls.
         let Some(principal) = &caller.principal else {
-            let error = crate::error::ApiError::Unauthenticated.extend().into_server_error(async_graphql::Pos::default());
+            let error =
+                crate::error::ApiError::Unauthenticated.extend().into_server_error(async_graphql::Pos::default());
             let mut response = respond(media, async_graphql::Response::from_errors(vec![error]));
             *response.status_mut() = StatusCode::UNAUTHORIZED;
             return refused(answer_then_drain(response, body));

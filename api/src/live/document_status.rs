@@ -9,10 +9,10 @@ use uuid::Uuid;
 use worker::knowledge::uploads::{ShownStatus, shown_status};
 use worker::store::{documents, files};
 
+use super::document_watch::{DocumentFollower, Found, Snapshot, version};
 use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::graphql::access::space_access;
-use super::document_watch::{DocumentFollower, Found, Snapshot, version};
 use crate::state::AppState;
 
 /// The document, its file and its status, if `caller` may read it.

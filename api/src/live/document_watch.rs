@@ -148,7 +148,7 @@ impl DocumentWatches {
                 }
             }
             let found = self.read(id, &tenant_id).await;
-            let denied = match (&found, tick % checks_per_access == 0) {
+            let denied = match (&found, tick.is_multiple_of(checks_per_access)) {
                 (Found::Present(snapshot), true) => Some(self.denied(&watch, snapshot.0.knowledge_space_id).await),
                 _ => None,
             };

@@ -108,7 +108,9 @@ pub async fn fetch(state: &AppState, caller: &Principal, id: Uuid) -> Result<Val
             "text_bytes": document.content.len(),
         });
         let url = item_url(state, document.id, Some(&document));
-        return Ok(json!({ "id": document.id, "title": document.title, "text": text, "url": url, "metadata": metadata }));
+        return Ok(
+            json!({ "id": document.id, "title": document.title, "text": text, "url": url, "metadata": metadata }),
+        );
     }
     Err(ApiError::NotFound)
 }

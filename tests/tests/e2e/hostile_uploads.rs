@@ -267,7 +267,8 @@ async fn one_upload_is_stored_once_and_a_request_stores_a_bounded_amount(db: Tes
     let query = format!("mutation($space: UUID!, $content: String!) {{ {} }}", fields.join(" "));
     let text_space = api.space("bob").await?;
     let bob = api.token("bob");
-    let body = api.call(Some(&bob), &query, json!({ "space": text_space, "content": "word ".repeat(20 * 1024) })).await?;
+    let body =
+        api.call(Some(&bob), &query, json!({ "space": text_space, "content": "word ".repeat(20 * 1024) })).await?;
     let stored = (0..5).filter(|index| body["data"][format!("t{index}")]["id"].is_string()).count();
     ensure_eq!(stored, 2);
     ensure!(body.to_string().contains("body limit"), "{body}");
@@ -422,7 +423,8 @@ async fn an_upload_over_the_limit_is_answered_before_the_client_finishes_sending
     let head = multipart_head(&operations, &json!({ "0": ["variables.file"] }), b"");
     // Strip the empty file's line end: the file's bytes follow.
     let head = &head[..head.len() - 2];
-    for (label, chunk, pause) in [("throttled", 64 * 1024, Duration::from_millis(30)), ("fast", 1 << 20, Duration::ZERO)]
+    for (label, chunk, pause) in
+        [("throttled", 64 * 1024, Duration::from_millis(30)), ("fast", 1 << 20, Duration::ZERO)]
     {
         let total = 64 << 20;
         let mut stream = send_partial(&api, Some(&token), head.len() + total, head).await?;
@@ -497,8 +499,15 @@ async fn many_subscriptions_to_one_document_share_one_reader(db: TestDb) -> anyh
         .text("operations", operations.to_string())
         .text("map", json!({ "0": ["variables.file"] }).to_string())
         .part("0", reqwest::multipart::Part::bytes(b"%PDF-1.4\n%%EOF\n".to_vec()).file_name("f.pdf"));
-    let uploaded: Value =
-        http.post(api.graphql_url()).bearer_auth(&token).header("GraphQL-Preflight", "1").multipart(form).send().await?.json().await?;
+    let uploaded: Value = http
+        .post(api.graphql_url())
+        .bearer_auth(&token)
+        .header("GraphQL-Preflight", "1")
+        .multipart(form)
+        .send()
+        .await?
+        .json()
+        .await?;
     let document = uploaded["data"]["uploadKnowledgeDocument"]["id"].as_str().context("uploaded")?.to_owned();
 
     // Five hundred subscriptions of one viewer, on five sockets.
@@ -511,7 +520,9 @@ async fn many_subscriptions_to_one_document_share_one_reader(db: TestDb) -> anyh
         }
         for _ in 0..100 {
             match ws.next_event().await? {
-                Event::Next(_, payload) => ensure!(payload["data"]["knowledgeDocumentStatus"]["indexingStatus"] == "EXTRACTING", "{payload}"),
+                Event::Next(_, payload) => {
+                    ensure!(payload["data"]["knowledgeDocumentStatus"]["indexingStatus"] == "EXTRACTING", "{payload}")
+                }
                 other => anyhow::bail!("expected the first status, got {other:?}"),
             }
         }
@@ -525,7 +536,8 @@ async fn many_subscriptions_to_one_document_share_one_reader(db: TestDb) -> anyh
     ensure!(read < 200.0, "500 subscriptions cost {read} statements in two seconds");
 
     // The shared reader still ends every subscription when the document goes.
-    let removed = client.run("mutation($id: UUID!) { removeKnowledgeDocument(id: $id) }", json!({ "id": document })).await?;
+    let removed =
+        client.run("mutation($id: UUID!) { removeKnowledgeDocument(id: $id) }", json!({ "id": document })).await?;
     ensure!(removed["removeKnowledgeDocument"] == true, "{removed}");
     for ws in &mut sockets {
         let mut ended = 0;

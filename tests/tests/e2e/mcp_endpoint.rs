@@ -739,13 +739,12 @@ async fn large_answers_are_cut_or_refused_and_search_takes_exactly_the_filters_t
 ) -> anyhow::Result<()> {
     let api = crate::live_support::api_with(&db, |settings| settings.max_response_bytes = 4 << 20).await?;
     let (space, token) = space_with_documents(&api).await?;
-    let add = |title: &str, content: String| {
-        json!({ "input": { "knowledgeSpaceId": space, "title": title, "content": content, "mediaType": "TEXT_PLAIN" } })
-    };
+    let add = |title: &str, content: String| json!({ "input": { "knowledgeSpaceId": space, "title": title, "content": content, "mediaType": "TEXT_PLAIN" } });
     let long = api.data(Some(&token), crate::knowledge_documents::ADD, add("Long", "tide ".repeat(400_000))).await?;
     let long = string_at(&long, "/addKnowledgeDocument/id")?;
     // A megabyte of control characters: JSON writes each as six bytes, twice per result.
-    let escaped = api.data(Some(&token), crate::knowledge_documents::ADD, add("Escaped", "\u{1}".repeat(1 << 20))).await?;
+    let escaped =
+        api.data(Some(&token), crate::knowledge_documents::ADD, add("Escaped", "\u{1}".repeat(1 << 20))).await?;
     let escaped = string_at(&escaped, "/addKnowledgeDocument/id")?;
 
     // A long document is cut, and says so.
@@ -756,13 +755,15 @@ async fn large_answers_are_cut_or_refused_and_search_takes_exactly_the_filters_t
     // A result past KFS_MAX_RESPONSE_BYTES is refused as GraphQL refuses it.
     let refused = call(&api, &token, "fetch", json!({ "id": escaped })).await?;
     ensure!(error_text(&refused).starts_with("TOO_COMPLEX"), "{refused}");
-    let over_http = api.server.http.get(format!("{}/items/{escaped}", mcp_url(&api))).bearer_auth(&token).send().await?;
+    let over_http =
+        api.server.http.get(format!("{}/items/{escaped}", mcp_url(&api))).bearer_auth(&token).send().await?;
     ensure_eq!(over_http.status().as_u16(), 413);
 
     // The largest metadata filter the limits allow, past 16 KiB serialized: search refuses
     // it as createResearchTask does, with the same code.
-    let keys: serde_json::Map<String, Value> =
-        (0..32).map(|key| (format!("key{key}"), json!((0..100).map(|value| format!("v{value}")).collect::<Vec<_>>()))).collect();
+    let keys: serde_json::Map<String, Value> = (0..32)
+        .map(|key| (format!("key{key}"), json!((0..100).map(|value| format!("v{value}")).collect::<Vec<_>>())))
+        .collect();
     let filters = json!({ "metadata": keys });
     let searched = call(&api, &token, "search", json!({ "query": "wax", "filters": filters })).await?;
     ensure!(error_text(&searched).starts_with("BAD_USER_INPUT"), "{searched}");

@@ -35,10 +35,10 @@ pub async fn matching<C: ConnectionTrait>(
     if let Some(ids) = &filters.document_ids {
         query = query.filter(document::Column::Id.is_in(ids.iter().copied()));
     }
-    if let Some((key, want)) = filters.metadata.as_ref().and_then(narrowest_key) {
-        if let Some(condition) = metadata_condition(dialect(conn), key, want) {
-            query = query.filter(condition);
-        }
+    if let Some((key, want)) = filters.metadata.as_ref().and_then(narrowest_key)
+        && let Some(condition) = metadata_condition(dialect(conn), key, want)
+    {
+        query = query.filter(condition);
     }
     let rows: Vec<(Uuid, Value, MediaType, i64)> = query.into_tuple().all(conn).await?;
     let uploaded: std::collections::HashMap<Uuid, FileMediaType> = file::Entity::find()

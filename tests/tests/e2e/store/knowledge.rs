@@ -1,8 +1,8 @@
 //! The store's knowledge operations, on both backends: full-text search (tsvector or FTS5),
 //! the same search for several queries at once, passages by id, stored vectors, and the
 //! embedding backlog's lease, fenced writes and reconciliation.
-use entity::{IndexingStatus, MediaType, knowledge_passage_embedding as embedding};
 use anyhow::Context as _;
+use entity::{IndexingStatus, MediaType, knowledge_passage_embedding as embedding};
 use kfs_tests::{DbTest, TestDb, db_tests, ensure_eq, fixtures};
 use uuid::Uuid;
 use worker::store::embeddings::Settled;
@@ -31,7 +31,8 @@ async fn uploaded(db: &TestDb, space: &entity::knowledge_space::Model, now: i64)
         created_by: "author".into(),
         indexing_status: IndexingStatus::Ready,
     };
-    let file = store::files::NewFile { file_name: "f.pdf".into(), media_type: entity::FileMediaType::Pdf, byte_size: 1 };
+    let file =
+        store::files::NewFile { file_name: "f.pdf".into(), media_type: entity::FileMediaType::Pdf, byte_size: 1 };
     let (document, _) = store::files::add_upload(&db.db, new, file, now).await?;
     Ok(document.id)
 }

@@ -162,7 +162,7 @@ fn markdown_of(body: impl Read, bounds: Bounds) -> Result<String, Unreadable> {
     let mut buffer = Vec::new();
     loop {
         events += 1;
-        if events % EVENTS_PER_CLOCK_CHECK == 0 && Instant::now() > bounds.deadline {
+        if events.is_multiple_of(EVENTS_PER_CLOCK_CHECK) && Instant::now() > bounds.deadline {
             return Err(Unreadable(format!(
                 "reading the Word file took longer than {} s (KFS_EXTRACT_TIMEOUT_MS)",
                 bounds.timeout_seconds
@@ -451,7 +451,9 @@ mod tests {
     #[test]
     fn a_style_with_many_attributes_costs_linear_time() {
         let attributes: String = (0..80_000).map(|index| format!(" a{index}=\"\"")).collect();
-        let xml = body(&format!(r#"<w:p><w:pPr><w:pStyle{attributes} w:val="Title"/></w:pPr><w:r><w:t>Big</w:t></w:r></w:p>"#));
+        let xml = body(&format!(
+            r#"<w:p><w:pPr><w:pStyle{attributes} w:val="Title"/></w:pPr><w:r><w:t>Big</w:t></w:r></w:p>"#
+        ));
         let started = Instant::now();
         assert_eq!(markdown_of(xml.as_bytes(), bounds(10_000)).expect("markdown"), "# Big");
         // Quadratic checks took minutes here; linear work takes well under a second.
@@ -474,7 +476,8 @@ mod tests {
         let xml = body(&format!("{}{}", "<w:x>".repeat(MAX_DEPTH + 1), "</w:x>".repeat(MAX_DEPTH + 1)));
         let refused = markdown_of(xml.as_bytes(), bounds(1_000)).expect_err("refused");
         assert!(refused.0.contains("nests elements deeper"), "{}", refused.0);
-        let shallow = body(&format!("{}<w:p><w:r><w:t>ok</w:t></w:r></w:p>{}", "<w:x>".repeat(100), "</w:x>".repeat(100)));
+        let shallow =
+            body(&format!("{}<w:p><w:r><w:t>ok</w:t></w:r></w:p>{}", "<w:x>".repeat(100), "</w:x>".repeat(100)));
         assert_eq!(markdown_of(shallow.as_bytes(), bounds(1_000)).expect("markdown"), "ok");
     }
 
