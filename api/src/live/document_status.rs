@@ -26,6 +26,15 @@ pub async fn readable_document(app: &AppState, caller: &Principal, id: Uuid) -> 
     Ok(Some((found, file, shown)))
 }
 
+/// Whether `caller` may still read the space (`None` when the database could not say).
+fn may_read(
+    db: sea_orm::DatabaseConnection,
+    caller: Principal,
+    space: Uuid,
+) -> futures_util::future::BoxFuture<'static, Option<bool>> {
+    Box::pin(async move { space_access(&db, &caller, space).await.ok().map(|access| access.is_some()) })
+}
+
 /// Whether a document's status is one it stays in.
 fn settled(shown: ShownStatus) -> bool {
     matches!(shown, ShownStatus::Indexing(IndexingStatus::Ready | IndexingStatus::Failed))
@@ -47,7 +56,7 @@ pub fn follow_document(
         seen: (i32, i64, i64),
         done: bool,
     }
-    let follower = app.live.follow_document(first.0.id, &caller);
+    let follower = app.live.follow_document(first.0.id, &caller, may_read);
     let seen = version(&first);
     let (model, file, shown) = first;
     let state = State { follower, pending: Some((model, file)), last: shown, seen, done: false };

@@ -18,7 +18,6 @@ use worker::knowledge::uploads::{ShownStatus, shown_status};
 use worker::store::{documents, files};
 
 use crate::auth::Principal;
-use crate::graphql::access::space_access;
 
 /// How often a followed document is read.
 pub const DOCUMENT_POLL: Duration = Duration::from_millis(200);
@@ -28,6 +27,12 @@ pub const ACCESS_POLL: Duration = Duration::from_secs(1);
 
 /// A document, its uploaded file's row and the status the two show, read together.
 pub type Snapshot = (document::Model, Option<file::Model>, ShownStatus);
+
+/// Whether a caller may read a space: `Some(false)` ends its subscriptions, `None` (the
+/// database could not say) decides nothing. Given by the subscriber, which knows the
+/// access rule; the watch only schedules it.
+pub type AccessCheck =
+    fn(DatabaseConnection, Principal, Uuid) -> futures_util::future::BoxFuture<'static, Option<bool>>;
 
 /// What a document's driver read last.
 #[derive(Clone)]
@@ -68,6 +73,7 @@ pub struct DocumentWatches {
 /// One followed document: its channel and its distinct callers.
 struct Watch {
     sender: watch::Sender<Reading>,
+    may_read: AccessCheck,
     callers: Mutex<HashMap<String, (Principal, usize)>>,
 }
 
@@ -109,14 +115,15 @@ impl DocumentWatches {
     /// this process follows it yet. The reading already on the channel is marked seen:
     /// the caller read the document itself just before, so only what a read after that
     /// finds is news.
-    pub fn follow(self: &Arc<Self>, id: Uuid, caller: &Principal) -> DocumentFollower {
+    pub fn follow(self: &Arc<Self>, id: Uuid, caller: &Principal, may_read: AccessCheck) -> DocumentFollower {
         let key = caller_key(caller);
         let mut watches = self.watches.lock().unwrap_or_else(PoisonError::into_inner);
         let watch = match watches.get(&id) {
             Some(watch) => watch.clone(),
             None => {
                 let initial = Reading { found: Found::Pending, denied: Arc::default() };
-                let watch = Arc::new(Watch { sender: watch::Sender::new(initial), callers: Mutex::default() });
+                let sender = watch::Sender::new(initial);
+                let watch = Arc::new(Watch { sender, may_read, callers: Mutex::default() });
                 watches.insert(id, watch.clone());
                 metrics::gauge!("live_document_watches").set(watches.len() as f64);
                 tokio::spawn(self.clone().drive(id, caller.tenant_id.clone(), watch.clone()));
@@ -196,7 +203,7 @@ impl DocumentWatches {
         };
         let mut denied = HashSet::new();
         for (key, principal) in callers {
-            if let Ok(None) = space_access(&self.db, &principal, space_id).await {
+            if (watch.may_read)(self.db.clone(), principal, space_id).await == Some(false) {
                 denied.insert(key);
             }
         }

@@ -91,8 +91,13 @@ impl LiveHub {
     }
 
     /// Follows an uploaded document's status through its one shared reader.
-    pub fn follow_document(&self, id: Uuid, caller: &crate::auth::Principal) -> DocumentFollower {
-        self.documents.follow(id, caller)
+    pub fn follow_document(
+        &self,
+        id: Uuid,
+        caller: &crate::auth::Principal,
+        may_read: super::document_watch::AccessCheck,
+    ) -> DocumentFollower {
+        self.documents.follow(id, caller, may_read)
     }
 
     /// Wakes one task's topic, or every topic (`None`, after a missed notification).

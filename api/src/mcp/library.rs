@@ -154,7 +154,7 @@ pub async fn fetch_http(
         Ok(id) => fetch(&state, &caller, id).await,
         Err(_) => Err(ApiError::NotFound),
     };
-    let found = found.and_then(|item| super::tools::within_response_limit(&state, item));
+    let found = found.and_then(|item| super::response_limit::within(&state, item));
     match found {
         Ok(item) => axum::Json(item).into_response(),
         Err(error) => {

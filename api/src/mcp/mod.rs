@@ -9,6 +9,7 @@ mod guard;
 mod handler;
 mod library;
 mod metadata;
+mod response_limit;
 mod tasks;
 mod tools;
 mod urls;

@@ -87,7 +87,7 @@ pub async fn call(
             Err(error) => Err(error),
         },
     };
-    let outcome = outcome.and_then(|value| within_response_limit(state, value));
+    let outcome = outcome.and_then(|value| super::response_limit::within(state, value));
     metrics::histogram!("mcp_tool_call_duration_seconds", "tool" => tool).record(started.elapsed().as_secs_f64());
     let (result, label) = match outcome {
         Ok(value) => (CallToolResult::structured(value), "ok"),
@@ -109,21 +109,6 @@ pub async fn call(
     };
     metrics::counter!("mcp_tool_calls_total", "tool" => tool, "outcome" => label).increment(1);
     Ok(result)
-}
-
-/// `value` if the result carrying it fits in `KFS_MAX_RESPONSE_BYTES`, as GraphQL's
-/// results must: a tool result carries it twice (as `structuredContent` and as the same
-/// JSON in a text block, escaped once more), so twice its size is what counts. Past it,
-/// TOO_COMPLEX, as GraphQL answers.
-pub(super) fn within_response_limit(state: &AppState, value: Value) -> Result<Value, ApiError> {
-    let max = state.settings.max_response_bytes;
-    let size = serde_json::to_vec(&value).map_err(ApiError::internal)?.len();
-    if size.saturating_mul(2) > max {
-        return Err(ApiError::TooComplex(format!(
-            "the result would be larger than {max} bytes (KFS_MAX_RESPONSE_BYTES); ask for less"
-        )));
-    }
-    Ok(value)
 }
 
 /// The arguments as `T`; arguments of the wrong shape are `BAD_USER_INPUT` in a tool
