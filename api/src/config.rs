@@ -62,7 +62,7 @@ pub struct Settings {
     /// `KFS_UPLOAD_TIMEOUT_MS`: how long a multipart request's body may take to arrive.
     pub upload_timeout_ms: u64,
     /// `KFS_MAX_CONCURRENT_UPLOADS`: multipart bodies one process reads at once (a
-    /// quarter of them, at least one, from one caller); past it, 429.
+    /// quarter of them, at least one, from one caller); the rest wait their turn unread.
     pub max_concurrent_uploads: usize,
     /// `KFS_QUOTA_UPLOAD_BYTES_PER_TENANT`: the file bytes one tenant may have stored;
     /// unset, no limit.

@@ -41,8 +41,8 @@ async fn run() -> anyhow::Result<()> {
         .to_owned();
     println!("uploads: api binary built with {profile}, SQLite, embedded worker, KFS_EXTRACT_CONCURRENCY 2");
     println!(
-        "{:<34} {:>10} {:>10} {:>10} {:>14} {:>8}",
-        "case", "before MiB", "peak MiB", "added MiB", "pdftotext MiB", "seconds"
+        "{:<34} {:>10} {:>10} {:>10} {:>14} {:>8} {:>10}",
+        "case", "before MiB", "peak MiB", "added MiB", "pdftotext MiB", "seconds", "after MiB"
     );
     let pdf = kfs_tests::synthetic::pdf(600, 40, 40 << 20);
     let docx = kfs_tests::synthetic::docx(100_000, 30 << 20)?;
@@ -54,12 +54,44 @@ async fn run() -> anyhow::Result<()> {
         .await?;
     let eight: Vec<(&str, Vec<u8>)> = (0..8).map(|_| ("large.pdf", pdf.clone())).collect();
     measure(&http, &server, &token, &space, &format!("eight PDFs at once, {pdf_mib:.1} MiB each"), eight).await?;
+    // Word files built to hurt, each refused (FAILED) while it is read.
+    let paragraph = hostile_word(b"<w:p><w:r><w:t>", b"tide ", 40 << 20, b"</w:t></w:r></w:p>")?;
+    let case = format!("Word: a 200 MiB paragraph, {} KiB", paragraph.len() / 1024);
+    measure(&http, &server, &token, &space, &case, vec![("paragraph.docx", paragraph)]).await?;
+    let nested = hostile_word(b"", b"<a>", 36_000_000, b"")?;
+    let case = format!("Word: 36 M nested elements, {} KiB", nested.len() / 1024);
+    measure(&http, &server, &token, &space, &case, vec![("nested.docx", nested)]).await?;
+    let attributes = hostile_word(b"<w:p><w:pPr><w:pStyle", b" a=\"1\"", 600_000, b"/></w:pPr></w:p>")?;
+    let case = format!("Word: 600,000 attributes, {} KiB", attributes.len() / 1024);
+    measure(&http, &server, &token, &space, &case, vec![("attributes.docx", attributes)]).await?;
     drop(server);
     let _ = std::fs::remove_dir_all(&directory);
     Ok(())
 }
 
-/// Uploads `files` at once, waits until every one is extracted, and prints the memory.
+/// A Word file whose body is `head`, `repeated` `times`, then `tail`, written to the archive
+/// a piece at a time (the body may be hundreds of megabytes; its archive is small).
+fn hostile_word(head: &[u8], repeated: &[u8], times: usize, tail: &[u8]) -> anyhow::Result<Vec<u8>> {
+    use std::io::Write as _;
+    let mut archive = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let options = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
+    archive.start_file("[Content_Types].xml", options)?;
+    archive.write_all(b"<?xml version=\"1.0\"?><Types/>")?;
+    archive.start_file("word/document.xml", options.large_file(true))?;
+    archive.write_all(b"<?xml version=\"1.0\"?><w:document xmlns:w=\"w\"><w:body>")?;
+    archive.write_all(head)?;
+    let block = repeated.repeat(64 * 1024);
+    for _ in 0..times / (64 * 1024) {
+        archive.write_all(&block)?;
+    }
+    archive.write_all(&repeated.repeat(times % (64 * 1024)))?;
+    archive.write_all(tail)?;
+    archive.write_all(b"</w:body></w:document>")?;
+    Ok(archive.finish()?.into_inner())
+}
+
+/// Uploads `files` at once, waits until every one is extracted (or failed, for the files
+/// built to fail), and prints the memory before, at peak and two seconds after.
 async fn measure(
     http: &reqwest::Client,
     server: &ApiProcess,
@@ -99,19 +131,24 @@ async fn measure(
             ))
         })
         .await?;
-        ensure!(last.pointer("/knowledgeDocument/indexingStatus") == Some(&json!("READY")), "{last}");
+        let hostile = case.starts_with("Word:");
+        let expected = if hostile { "FAILED" } else { "READY" };
+        ensure!(last.pointer("/knowledgeDocument/indexingStatus") == Some(&json!(expected)), "{last}");
     }
     let seconds = started.elapsed().as_secs_f64();
     sampling.store(false, Ordering::Relaxed);
     sampler.await?;
     let (peak, child_peak) = (peak.load(Ordering::Relaxed), child_peak.load(Ordering::Relaxed));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = rss_kib(pid)?;
     let mib = |kib: u64| kib as f64 / 1024.0;
     println!(
-        "{case:<34} {:>10.0} {:>10.0} {:>10.0} {:>14.0} {seconds:>8.1}",
+        "{case:<34} {:>10.0} {:>10.0} {:>10.0} {:>14.0} {seconds:>8.1} {:>10.0}",
         mib(before),
         mib(peak),
         mib(peak.saturating_sub(before)),
-        mib(child_peak)
+        mib(child_peak),
+        mib(after)
     );
     Ok(())
 }

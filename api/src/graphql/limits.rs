@@ -147,7 +147,15 @@ pub fn task_limits(value: Option<Json<Value>>) -> Result<entity::TaskLimits, Api
 /// `filters` given alone (the MCP `search` tool's), checked exactly as a task's are: the
 /// same size, depth and shape rules, so a filter one accepts the other does too.
 pub fn filters_alone(filters: Option<Value>) -> Result<Option<entity::DocumentFilters>, ApiError> {
-    Ok(task_limits(with_filters(None, filters)?)?.filters)
+    let limits = task_limits(with_filters(None, filters)?).map_err(|error| match error {
+        // Given alone, they are called `filters`.
+        ApiError::BadUserInput(message) => match message.strip_prefix("limits.filters") {
+            Some(rest) => ApiError::BadUserInput(format!("filters{rest}")),
+            None => ApiError::BadUserInput(message.replacen("limits ", "filters ", 1)),
+        },
+        other => other,
+    })?;
+    Ok(limits.filters)
 }
 
 /// A task's `limits` with `filters` (given beside them, as `createResearchTask`'s input

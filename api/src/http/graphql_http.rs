@@ -64,18 +64,23 @@ pub async fn graphql_post(
             return refused(answer_then_drain(response, body));
         };
         let caller_key = format!("{}\u{0}{}", principal.tenant_id, principal.subject_id);
-        let Some(_slot) = endpoint.uploads.take(&caller_key) else {
-            let message = "too many uploads are being received at once; try again shortly";
-            let body_json = json!({ "errors": [{ "message": message, "extensions": { "code": "RATE_LIMITED", "retryAfterSeconds": 1 } }] });
-            let mut response = media.respond(StatusCode::TOO_MANY_REQUESTS, &body_json);
-            response.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
-            return refused(answer_then_drain(response, body));
+        let timeout = std::time::Duration::from_millis(endpoint.state.settings.upload_timeout_ms.max(1));
+        let waited = std::time::Instant::now();
+        let Ok(_slot) = tokio::time::timeout(timeout, endpoint.uploads.take(&caller_key)).await else {
+            let message = format!(
+                "the upload waited {} s for its turn (KFS_MAX_CONCURRENT_UPLOADS, KFS_UPLOAD_TIMEOUT_MS); try again",
+                timeout.as_secs()
+            );
+            let body_json = json!({ "errors": [{ "message": message, "extensions": { "code": "BAD_USER_INPUT" } }] });
+            let mut response = media.respond(StatusCode::REQUEST_TIMEOUT, &body_json);
+            response.headers_mut().insert(header::CONNECTION, header::HeaderValue::from_static("close"));
+            return refused(response);
         };
         let limits = super::multipart::Limits {
             max_file_bytes: endpoint.state.settings.max_upload_bytes,
             max_operations_bytes: endpoint.state.settings.body_limit(),
         };
-        let timeout = std::time::Duration::from_millis(endpoint.state.settings.upload_timeout_ms.max(1));
+        let timeout = timeout.saturating_sub(waited.elapsed());
         let request = match super::multipart::receive(&headers, media, body, limits, timeout, parse_body).await {
             Ok(request) => request,
             Err(response) => return refused(response),

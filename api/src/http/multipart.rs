@@ -7,8 +7,8 @@
 //! afterwards, bounded ([`answer_then_drain`]), so it reads the 413 instead of a reset.
 //! A file is opened once however many variables the `map` gives it (they all name it).
 //! Only an authenticated caller's body is read at all, at most [`UploadSlots`] at once
-//! and within `KFS_UPLOAD_TIMEOUT_MS`, so stalled bodies hold a bounded number of
-//! descriptors.
+//! (the rest wait their turn unread) and within `KFS_UPLOAD_TIMEOUT_MS`, waiting included,
+//! so stalled bodies hold a bounded number of descriptors.
 //! CSRF: a browser sends a multipart form to any site without asking (it is a "simple"
 //! request), so a multipart request must also carry a header that makes the browser ask
 //! first (a CORS preflight): `GraphQL-Preflight` (or Apollo's `Apollo-Require-Preflight`).
@@ -262,19 +262,21 @@ fn variable_at<'a>(variables: &'a mut async_graphql::Variables, path: &str) -> O
 }
 
 /// How many multipart bodies this process reads at once, in all and per caller: each
-/// holds a connection and a temporary file until it is received or times out, so a
-/// caller that stalls its uploads holds a bounded share of the process's descriptors.
+/// holds a temporary file until it is received or times out, so a caller that stalls its
+/// uploads holds a bounded share of the process's descriptors. A request beyond either
+/// bound waits for a place (within the same time limit), holding only its connection: its
+/// body is not read meanwhile.
 pub struct UploadSlots {
     all: Arc<tokio::sync::Semaphore>,
     per_caller: usize,
-    callers: std::sync::Mutex<HashMap<String, usize>>,
+    callers: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Semaphore>>>,
 }
 
-/// A multipart body being read; gives its place back when dropped.
+/// A multipart body being read; gives its places back when dropped.
 pub struct UploadSlot<'a> {
     slots: &'a UploadSlots,
     caller: String,
-    _place: tokio::sync::OwnedSemaphorePermit,
+    places: Option<(tokio::sync::OwnedSemaphorePermit, tokio::sync::OwnedSemaphorePermit)>,
 }
 
 impl UploadSlots {
@@ -287,28 +289,27 @@ impl UploadSlots {
         }
     }
 
-    /// A place for `caller`'s body, or `None` when the caller or the process has none
-    /// left (answered 429 with `Retry-After`).
-    pub fn take(&self, caller: &str) -> Option<UploadSlot<'_>> {
-        let mut callers = self.callers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let held = callers.get(caller).copied().unwrap_or(0);
-        if held >= self.per_caller {
-            return None;
-        }
-        let place = self.all.clone().try_acquire_owned().ok()?;
-        callers.insert(caller.to_owned(), held + 1);
-        Some(UploadSlot { slots: self, caller: caller.to_owned(), _place: place })
+    /// A place for `caller`'s body, once the caller and the process have one free.
+    pub async fn take(&self, caller: &str) -> UploadSlot<'_> {
+        let own = {
+            let mut callers = self.callers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let own = callers.entry(caller.to_owned());
+            own.or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(self.per_caller))).clone()
+        };
+        // Neither semaphore is ever closed.
+        let mine = own.acquire_owned().await.expect("a caller's upload semaphore is never closed");
+        let place = self.all.clone().acquire_owned().await.expect("the upload semaphore is never closed");
+        UploadSlot { slots: self, caller: caller.to_owned(), places: Some((mine, place)) }
     }
 }
 
 impl Drop for UploadSlot<'_> {
     fn drop(&mut self) {
+        drop(self.places.take());
         let mut callers = self.slots.callers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(held) = callers.get_mut(&self.caller) {
-            *held = held.saturating_sub(1);
-            if *held == 0 {
-                callers.remove(&self.caller);
-            }
+        // The map's own reference is the last one: nobody holds or waits for a place.
+        if callers.get(&self.caller).is_some_and(|own| Arc::strong_count(own) == 1) {
+            callers.remove(&self.caller);
         }
     }
 }

@@ -274,7 +274,19 @@ async fn deleting_a_space_removes_everything_in_it_and_ends_access_at_once(db: T
     ensure_eq!(api.code(Some(&bob), DELETE_SPACE, json!({ "id": space })).await?, "FORBIDDEN");
     ensure_eq!(api.code(Some(&key), DELETE_SPACE, json!({ "id": space })).await?, "FORBIDDEN");
     ensure_eq!(api.code(Some(&api.token("mallory")), DELETE_SPACE, json!({ "id": space })).await?, "NOT_FOUND");
-    let deliveries_before = receiver.received().len();
+    // Deliveries already on their way arrive first: on a loaded machine the sender may
+    // still be posting the pause events' deliveries. Wait until none has arrived for a
+    // second (a sender that went on after the deletion is what the end checks).
+    let mut deliveries_before = receiver.received().len();
+    let settle_until = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = receiver.received().len();
+        if now == deliveries_before || std::time::Instant::now() > settle_until {
+            break;
+        }
+        deliveries_before = now;
+    }
 
     let counts = api.data(Some(&alice), DELETE_SPACE, json!({ "id": space })).await?["deleteKnowledgeSpace"].clone();
     // The counts are the rows the space held.

@@ -158,12 +158,11 @@ async fn multipart_bodies_need_a_caller_a_place_and_an_end(db: TestDb) -> anyhow
     ensure_eq!(status_within(&mut anonymous, Duration::from_secs(5)).await?, 401);
 
     // A caller's stalled body holds its place (a quarter of the four); a second one waits
-    // for nothing: 429.
+    // its turn unread, within the same time limit.
     let started = Instant::now();
     let mut first = send_partial(&api, Some(&token), head.len() + 1_000_000, &head).await?;
     tokio::time::sleep(Duration::from_millis(200)).await;
     let mut second = send_partial(&api, Some(&token), head.len() + 1_000_000, &head).await?;
-    ensure_eq!(status_within(&mut second, Duration::from_secs(5)).await?, 429);
     // Another caller still has places.
     let bob_space = api.space("bob").await?;
     let bob = api.token("bob");
@@ -173,9 +172,11 @@ async fn multipart_bodies_need_a_caller_a_place_and_an_end(db: TestDb) -> anyhow
     let mut bobs = send_partial(&api, Some(&bob), complete.len(), &complete).await?;
     ensure_eq!(status_within(&mut bobs, Duration::from_secs(10)).await?, 200);
 
-    // The stalled body ends at the time limit, 408, and gives its place back.
+    // The stalled bodies end at the time limit, 408 (the second's waiting counted), and
+    // give their places back.
     ensure_eq!(status_within(&mut first, Duration::from_secs(10)).await?, 408);
-    ensure!(started.elapsed() < Duration::from_secs(8), "the stalled body took {:?}", started.elapsed());
+    ensure_eq!(status_within(&mut second, Duration::from_secs(10)).await?, 408);
+    ensure!(started.elapsed() < Duration::from_secs(8), "the stalled bodies took {:?}", started.elapsed());
     let mut again = send_partial(&api, Some(&token), complete.len(), &complete.clone()).await?;
     let status = status_within(&mut again, Duration::from_secs(10)).await?;
     // alice's request names bob's space: answered (NOT_FOUND in a 200), not refused a place.
@@ -474,6 +475,15 @@ async fn an_upload_over_the_limit_is_answered_before_the_client_finishes_sending
     Ok(())
 }
 
+/// The CPU time (user and system, in clock ticks of 1/100 s) process `pid` has used.
+fn cpu_ticks(pid: u32) -> anyhow::Result<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // The fields after the command name, which is in parentheses and may hold spaces.
+    let fields: Vec<&str> = stat.rsplit_once(')').context("a stat line")?.1.split_whitespace().collect();
+    let ticks = |index: usize| fields.get(index).and_then(|field| field.parse::<u64>().ok()).context("a stat field");
+    Ok(ticks(11)? + ticks(12)?)
+}
+
 /// `db_statements_total` of the api process at `base`.
 async fn statements(http: &reqwest::Client, base: &str) -> anyhow::Result<f64> {
     let text = http.get(format!("{base}/metrics")).send().await?.text().await?;
@@ -510,10 +520,10 @@ async fn many_subscriptions_to_one_document_share_one_reader(db: TestDb) -> anyh
         .await?;
     let document = uploaded["data"]["uploadKnowledgeDocument"]["id"].as_str().context("uploaded")?.to_owned();
 
-    // Five hundred subscriptions of one viewer, on five sockets.
+    // A thousand subscriptions of one viewer, on ten sockets.
     let follow = "subscription($id: UUID!) { knowledgeDocumentStatus(documentId: $id) { indexingStatus } }";
     let mut sockets = Vec::new();
-    for socket in 0..5 {
+    for socket in 0..10 {
         let mut ws = WsClient::connect_and_init(&api.ws_url(), Some(&token)).await?;
         for index in 0..100 {
             ws.subscribe(&format!("s{socket}-{index}"), follow, json!({ "id": document })).await?;
@@ -529,11 +539,15 @@ async fn many_subscriptions_to_one_document_share_one_reader(db: TestDb) -> anyh
         sockets.push(ws);
     }
     // Two seconds of following: one reader's statements, not one per subscription (which
-    // read two or three rows five times a second each: about 12,000 here).
+    // read two or three rows five times a second each: about 25,000 here).
     let before = statements(&http, &base).await?;
+    let cpu_before = cpu_ticks(api.process.id())?;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let read = statements(&http, &base).await? - before;
-    ensure!(read < 200.0, "500 subscriptions cost {read} statements in two seconds");
+    let cpu = (cpu_ticks(api.process.id())? - cpu_before) as f64 / 100.0 / 2.0;
+    // The share of a core is printed, not asserted: it depends on the machine's load.
+    println!("1,000 document subscriptions: {read} statements and {:.1} % of a core in 2 s", cpu * 100.0);
+    ensure!(read < 200.0, "1,000 subscriptions cost {read} statements in two seconds");
 
     // The shared reader still ends every subscription when the document goes.
     let removed =

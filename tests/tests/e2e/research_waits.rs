@@ -522,8 +522,8 @@ impl ResearchEngine for HeldAnswer {
 
 async fn a_note_racing_completion_lands_before_it_or_is_refused_after(db: TestDb) -> anyhow::Result<()> {
     let notifier = Notifier::new();
-    // A note while the answer is written: it lands (the lease is untouched) and the task
-    // still completes.
+    // A note while the answer is written: refused (the answer read its notes when it began,
+    // so the note would reach nothing), stored nowhere, and the task still completes.
     let task = lifecycle_task(&db, json!({})).await?;
     let (entered, release) = (Arc::new(tokio::sync::Notify::new()), Arc::new(tokio::sync::Notify::new()));
     let engine =
@@ -534,12 +534,13 @@ async fn a_note_racing_completion_lands_before_it_or_is_refused_after(db: TestDb
     });
     entered.notified().await;
     let noted = lifecycle::steer(&db.db, &notifier, &task_ref(&task, None), "mention the hive", now_millis()).await;
-    ensure!(noted.is_ok(), "{noted:?}");
+    ensure!(matches!(noted, Err(LifecycleError::NotAllowed { current: Stage::Generating, .. })), "{noted:?}");
     release.notify_one();
     let outcomes = running.await??;
     ensure!(matches!(outcomes.as_slice(), [RunOutcome::Completed(_)]), "{outcomes:?}");
-    ensure_eq!(worker::store::notes::count(&db.db, task.id).await?, 1, "the note is kept");
-    // A note racing the completion itself: it lands (kept) or is refused (stored nowhere).
+    ensure_eq!(worker::store::notes::count(&db.db, task.id).await?, 0, "the refused note is stored nowhere");
+    // A note racing the completion itself: it lands (kept) or is refused (stored nowhere),
+    // while the answer is being written or once it is.
     let task = lifecycle_task(&db, json!({})).await?;
     let at = task_ref(&task, None);
     let (ran, noted) =
@@ -554,7 +555,7 @@ async fn a_note_racing_completion_lands_before_it_or_is_refused_after(db: TestDb
     let kept = worker::store::notes::count(&db.db, task.id).await?;
     match noted {
         Ok(_) => ensure_eq!(kept, 1),
-        Err(LifecycleError::NotAllowed { current: Stage::Completed, .. }) => ensure_eq!(kept, 0),
+        Err(LifecycleError::NotAllowed { current: Stage::Completed | Stage::Generating, .. }) => ensure_eq!(kept, 0),
         Err(other) => anyhow::bail!("the note failed otherwise: {other}"),
     }
     ensure_eq!(reload(&db, task.id).await?.stage, Stage::Completed);
