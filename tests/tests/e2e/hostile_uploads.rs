@@ -468,6 +468,7 @@ async fn an_upload_over_the_limit_is_answered_before_the_client_finishes_sending
         ensure!(head.starts_with("HTTP/1.1 413"), "{label}: {head}");
         let passed = passed_at.context("the limit was never passed")?;
         let after = at.saturating_duration_since(passed);
+        println!("413 for a {label} sender: {after:?} after the limit was passed, {sent} bytes sent");
         ensure!(after < Duration::from_millis(500), "{label}: answered {after:?} after the limit was passed");
         ensure!(sent < 16 << 20, "{label}: the client sent {sent} bytes before the answer");
     }
