@@ -118,14 +118,19 @@ async fn a_map_naming_one_file_thousands_of_times_opens_it_once(db: TestDb) -> a
     // Nearly as many paths as a 64 KiB map holds.
     let map = json!({ "0": vec!["variables.file"; 3_500] });
     let head = multipart_head(&operations, &map, b"%PDF-1.4\n");
+    // The boundary after the file ends its part (the server has it whole) but says nothing
+    // of what follows: the body stalls there.
+    let mut stalling = head.clone();
+    stalling.extend_from_slice(format!("--{BOUNDARY}").as_bytes());
     let before = open_descriptors()?;
     let mut stalled = Vec::new();
     for _ in 0..4 {
-        stalled.push(send_partial(&api, Some(&token), head.len() + 1_000_000, &head).await?);
+        stalled.push(send_partial(&api, Some(&token), stalling.len() + 1_000_000, &stalling).await?);
     }
     // Each body is received up to its file, then stalls; wait until the server has read it.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let held = open_descriptors()?.saturating_sub(before);
+    println!("four stalled uploads whose map names the file 3,500 times hold {held} descriptors");
     // Four connections and their temporary files, and whatever other tests open meanwhile;
     // one descriptor per path would be 14,000.
     ensure!(held < 500, "four stalled uploads hold {held} descriptors");
