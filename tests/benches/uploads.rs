@@ -118,7 +118,9 @@ async fn measure(
         })
     };
     let started = Instant::now();
-    let uploads = files.into_iter().map(|(name, bytes)| upload(http, server, token, space, name, bytes));
+    let url = server.graphql_url();
+    let uploads =
+        files.into_iter().map(|(name, bytes)| kfs_tests::server::upload_file(http, &url, token, space, name, bytes));
     let ids = futures_util::future::try_join_all(uploads).await?;
     for id in &ids {
         let query = format!("{{ knowledgeDocument(id: \"{id}\") {{ indexingStatus indexingError }} }}");
@@ -151,34 +153,6 @@ async fn measure(
         mib(after)
     );
     Ok(())
-}
-
-async fn upload(
-    http: &reqwest::Client,
-    server: &ApiProcess,
-    token: &str,
-    space: &str,
-    name: &str,
-    bytes: Vec<u8>,
-) -> anyhow::Result<String> {
-    let query = "mutation($space: UUID!, $file: Upload!) { uploadKnowledgeDocument(input: { knowledgeSpaceId: $space, file: $file }) { id } }";
-    let form = reqwest::multipart::Form::new()
-        .text("operations", json!({ "query": query, "variables": { "space": space, "file": null } }).to_string())
-        .text("map", json!({ "0": ["variables.file"] }).to_string())
-        .part("0", reqwest::multipart::Part::bytes(bytes).file_name(name.to_owned()));
-    let body: Value = http
-        .post(server.graphql_url())
-        .bearer_auth(token)
-        .header("GraphQL-Preflight", "1")
-        .multipart(form)
-        .send()
-        .await?
-        .json()
-        .await?;
-    body.pointer("/data/uploadKnowledgeDocument/id")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
-        .with_context(|| format!("{body}"))
 }
 
 async fn graphql(http: &reqwest::Client, server: &ApiProcess, token: &str, query: &str) -> anyhow::Result<Value> {

@@ -165,3 +165,28 @@ pub async fn bind_again(addr: std::net::SocketAddr) -> anyhow::Result<tokio::net
         }
     }
 }
+
+/// Uploads `bytes` as file `name` into `space` through a GraphQL multipart request (with
+/// the preflight header) to `graphql_url` as `token`; returns the new document's id.
+pub async fn upload_file(
+    http: &reqwest::Client,
+    graphql_url: &str,
+    token: &str,
+    space: &str,
+    name: &str,
+    bytes: Vec<u8>,
+) -> anyhow::Result<String> {
+    let query = "mutation($space: UUID!, $file: Upload!) { \
+        uploadKnowledgeDocument(input: { knowledgeSpaceId: $space, file: $file }) { id } }";
+    let form = reqwest::multipart::Form::new()
+        .text("operations", json!({ "query": query, "variables": { "space": space, "file": null } }).to_string())
+        .text("map", json!({ "0": ["variables.file"] }).to_string())
+        .part("0", reqwest::multipart::Part::bytes(bytes).file_name(name.to_owned()));
+    let response =
+        http.post(graphql_url).bearer_auth(token).header("GraphQL-Preflight", "1").multipart(form).send().await?;
+    let body: Value = response.json().await?;
+    body.pointer("/data/uploadKnowledgeDocument/id")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .with_context(|| format!("the upload of {name} answered {body}"))
+}

@@ -305,22 +305,7 @@ fn word_file(body: &str) -> anyhow::Result<Vec<u8>> {
 
 /// Uploads `bytes` as `name` through a multipart request; returns the document's id.
 async fn upload(api: &Api, token: &str, space: &str, name: &str, bytes: Vec<u8>) -> anyhow::Result<String> {
-    let operations = json!({ "query": UPLOAD, "variables": { "space": space, "file": null } });
-    let form = reqwest::multipart::Form::new()
-        .text("operations", operations.to_string())
-        .text("map", json!({ "0": ["variables.file"] }).to_string())
-        .part("0", reqwest::multipart::Part::bytes(bytes).file_name(name.to_owned()));
-    let response = api
-        .server
-        .http
-        .post(api.server.graphql_url())
-        .bearer_auth(token)
-        .header("GraphQL-Preflight", "1")
-        .multipart(form)
-        .send()
-        .await?;
-    let body: Value = response.json().await?;
-    body["data"]["uploadKnowledgeDocument"]["id"].as_str().map(str::to_owned).with_context(|| format!("{body}"))
+    kfs_tests::server::upload_file(&api.server.http, &api.server.graphql_url(), token, space, name, bytes).await
 }
 
 /// The space's documents once none is extracting or splitting, by title.
@@ -510,21 +495,8 @@ async fn many_subscriptions_to_one_document_share_one_reader(db: TestDb) -> anyh
     let client = kfs_tests::server::GraphqlClient::new(api.graphql_url(), token.clone());
     let space = client.run("mutation { createKnowledgeSpace(input: { name: \"S\" }) { id } }", json!({})).await?;
     let space = space["createKnowledgeSpace"]["id"].as_str().context("space")?.to_owned();
-    let operations = json!({ "query": UPLOAD, "variables": { "space": space, "file": null } });
-    let form = reqwest::multipart::Form::new()
-        .text("operations", operations.to_string())
-        .text("map", json!({ "0": ["variables.file"] }).to_string())
-        .part("0", reqwest::multipart::Part::bytes(b"%PDF-1.4\n%%EOF\n".to_vec()).file_name("f.pdf"));
-    let uploaded: Value = http
-        .post(api.graphql_url())
-        .bearer_auth(&token)
-        .header("GraphQL-Preflight", "1")
-        .multipart(form)
-        .send()
-        .await?
-        .json()
-        .await?;
-    let document = uploaded["data"]["uploadKnowledgeDocument"]["id"].as_str().context("uploaded")?.to_owned();
+    let pdf = b"%PDF-1.4\n%%EOF\n".to_vec();
+    let document = kfs_tests::server::upload_file(&http, &api.graphql_url(), &token, &space, "f.pdf", pdf).await?;
 
     // A thousand subscriptions of one viewer, on ten sockets.
     let follow = "subscription($id: UUID!) { knowledgeDocumentStatus(documentId: $id) { indexingStatus } }";
