@@ -5,8 +5,8 @@ use async_graphql::ErrorExtensions;
 use async_graphql::parser::types::OperationType;
 use async_graphql::{Request, Variables};
 use async_graphql_axum::GraphQLResponse;
+use axum::body::Body;
 use axum::body::HttpBody as _;
-use axum::body::{Body, to_bytes};
 use std::net::{IpAddr, SocketAddr};
 
 use axum::Extension;
@@ -100,10 +100,16 @@ pub async fn graphql_post(
         return refused(media.respond(StatusCode::UNSUPPORTED_MEDIA_TYPE, &body));
     }
     let limit = endpoint.state.settings.body_limit();
-    let Ok(bytes) = to_bytes(body, limit).await else {
+    let too_large = || {
         let message = format!("request body is larger than {limit} bytes");
         let body = json!({ "errors": [{ "message": message, "extensions": { "code": "BAD_USER_INPUT" } }] });
-        return refused(media.respond(StatusCode::PAYLOAD_TOO_LARGE, &body));
+        media.respond(StatusCode::PAYLOAD_TOO_LARGE, &body)
+    };
+    let bytes = match read_within(body, limit).await {
+        Ok(bytes) => bytes,
+        // Answered now; what the client still sends is read behind the answer.
+        Err(Some(rest)) => return refused(super::multipart::answer_then_drain(too_large(), rest)),
+        Err(None) => return refused(media.request_error("the request body could not be read", "BAD_USER_INPUT")),
     };
     let request = match parse_body(bytes).await {
         Ok(request) => request,
@@ -114,6 +120,24 @@ pub async fn graphql_post(
         Err(error) => return refused(respond(media, async_graphql::Response::from_errors(vec![error]))),
     };
     execute(&endpoint, &headers, media, request, caller).await
+}
+
+/// The body's bytes, or, past `limit` (announced by `Content-Length` or met while
+/// reading), the rest of the body for draining; `Err(None)` when it could not be read.
+async fn read_within(body: Body, limit: usize) -> Result<axum::body::Bytes, Option<Body>> {
+    if body.size_hint().lower() > limit as u64 {
+        return Err(Some(body));
+    }
+    let mut stream = body.into_data_stream();
+    let mut bytes = Vec::new();
+    while let Some(chunk) = futures_util::StreamExt::next(&mut stream).await {
+        let chunk = chunk.map_err(|_| None)?;
+        if bytes.len() + chunk.len() > limit {
+            return Err(Some(Body::from_stream(stream)));
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(bytes.into())
 }
 
 /// Bodies above this size are parsed on the blocking pool: a body may be several

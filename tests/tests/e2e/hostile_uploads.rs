@@ -29,6 +29,7 @@ pub fn tests() -> Vec<DbTest> {
         word_files_built_to_be_slow_or_large_fail_quickly_saying_why,
         an_upload_over_the_limit_is_answered_before_the_client_finishes_sending,
         many_subscriptions_to_one_document_share_one_reader,
+        a_json_body_over_the_limit_is_answered_while_it_is_still_sent,
     ]);
     tests
 }
@@ -544,5 +545,65 @@ async fn many_subscriptions_to_one_document_share_one_reader(db: TestDb) -> anyh
             }
         }
     }
+    Ok(())
+}
+
+async fn a_json_body_over_the_limit_is_answered_while_it_is_still_sent(db: TestDb) -> anyhow::Result<()> {
+    let api = api_with(&db, |settings| settings.max_body_bytes = Some(1 << 20)).await?;
+    let token = api.token("alice");
+    let address = address(&api);
+    // Announced by its length (refused before a byte is read), and chunked (refused once
+    // the limit is met while reading).
+    for framing in ["Content-Length: 67108864", "Transfer-Encoding: chunked"] {
+        let mut stream = TcpStream::connect(&address).await?;
+        let head = format!(
+            "POST /graphql HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {token}\r\n\
+             Content-Type: application/json\r\n{framing}\r\n\r\n"
+        );
+        stream.write_all(head.as_bytes()).await?;
+        let chunked = framing.starts_with("Transfer");
+        let piece = vec![b' '; 64 * 1024];
+        let (mut reader, mut writer) = stream.split();
+        let mut sent = 0usize;
+        let sending = async {
+            loop {
+                let written = if chunked {
+                    let mut framed = format!("{:x}\r\n", piece.len()).into_bytes();
+                    framed.extend_from_slice(&piece);
+                    framed.extend_from_slice(b"\r\n");
+                    writer.write_all(&framed).await
+                } else {
+                    writer.write_all(&piece).await
+                };
+                if written.is_err() {
+                    std::future::pending::<()>().await;
+                }
+                sent += piece.len();
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        };
+        let answered = async {
+            let mut read = Vec::new();
+            let mut part = [0u8; 4096];
+            while !read.windows(4).any(|window| window == b"\r\n\r\n") {
+                let got = reader.read(&mut part).await?;
+                ensure!(got > 0, "closed before an answer");
+                read.extend_from_slice(&part[..got]);
+            }
+            Ok::<_, anyhow::Error>(String::from_utf8_lossy(&read).into_owned())
+        };
+        let head = tokio::time::timeout(Duration::from_secs(30), async {
+            tokio::select! {
+                answered = answered => answered,
+                () = sending => unreachable!("sending never ends by itself"),
+            }
+        })
+        .await
+        .context("no answer within 30 s")??;
+        ensure!(head.starts_with("HTTP/1.1 413"), "{framing}: {head}");
+        // Answered long before the 64 MiB were sent: at or soon after the 1 MiB limit.
+        ensure!(sent < 16 << 20, "{framing}: {sent} bytes were sent before the answer");
+    }
+    api.stop().await;
     Ok(())
 }
