@@ -8,7 +8,7 @@ file that defines the item, so a `mod.rs` that only re-exports is not a hub; a p
 `mod child;` declaration is not a dependency. Test modules (`#[cfg(test)]` to the end of a
 file) are left out.
 
-Usage: file_cycles.py [CRATE_SRC_DIR ...]   (default: worker/src api/src)
+Usage: file_cycles.py [CRATE_SRC_DIR ...]   (default: every crate: entity, migration, worker, api)
 Prints each circle (a strongly connected set of files, with one cycle through it) and
 exits 1 when there is any.
 """
@@ -240,7 +240,7 @@ def one_cycle(graph, component):
 
 
 def main():
-    roots = sys.argv[1:] or ["worker/src", "api/src"]
+    roots = sys.argv[1:] or ["entity/src", "migration/src", "worker/src", "api/src"]
     found = 0
     for root in roots:
         crate = Crate(root)

@@ -8,7 +8,7 @@ use sea_orm::prelude::Uuid;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::limits::LimitValue;
+use super::limit_value::LimitValue;
 
 /// The most metadata keys one filter may name.
 pub const MAX_METADATA_KEYS: usize = 32;

@@ -6,6 +6,7 @@
 //!
 //! Every key is one line of the [`task_limits!`] table below, which generates the struct,
 //! its parser and the text the GraphQL schema shows for `limits` (`task_limits_doc!`).
+use super::limit_value::LimitValue;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -26,12 +27,6 @@ impl std::fmt::Display for LimitsError {
 }
 
 impl std::error::Error for LimitsError {}
-
-/// How one key's JSON value becomes its typed value.
-pub trait LimitValue: Sized {
-    /// The value, or what it must be instead (a phrase after "must be").
-    fn from_json(value: &Value) -> Result<Self, String>;
-}
 
 /// An integer from `MIN` to `MAX`, inclusive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
