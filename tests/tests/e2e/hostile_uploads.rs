@@ -93,22 +93,24 @@ async fn send_partial(api: &Api, bearer: Option<&str>, length: usize, body: &[u8
     Ok(stream)
 }
 
-/// The status of the response on `stream`, read within `limit`.
-async fn status_within(stream: &mut TcpStream, limit: Duration) -> anyhow::Result<u16> {
+/// The head of the response arriving on `reader` (status line and headers).
+async fn response_head(reader: &mut (impl tokio::io::AsyncRead + Unpin)) -> anyhow::Result<String> {
     let mut read = Vec::new();
     let mut buffer = [0u8; 4096];
-    tokio::time::timeout(limit, async {
-        while !read.windows(4).any(|window| window == b"\r\n\r\n") {
-            let got = stream.read(&mut buffer).await?;
-            ensure!(got > 0, "the connection closed before a response: {:?}", String::from_utf8_lossy(&read));
-            read.extend_from_slice(&buffer[..got]);
-        }
-        Ok(())
-    })
-    .await
-    .with_context(|| format!("no response within {limit:?}"))??;
-    let line = String::from_utf8_lossy(&read);
-    line.split_whitespace().nth(1).and_then(|code| code.parse().ok()).with_context(|| format!("no status in {line:?}"))
+    while !read.windows(4).any(|window| window == b"\r\n\r\n") {
+        let got = reader.read(&mut buffer).await?;
+        ensure!(got > 0, "the connection closed before a response: {:?}", String::from_utf8_lossy(&read));
+        read.extend_from_slice(&buffer[..got]);
+    }
+    Ok(String::from_utf8_lossy(&read).into_owned())
+}
+
+/// The status of the response on `stream`, read within `limit`.
+async fn status_within(stream: &mut TcpStream, limit: Duration) -> anyhow::Result<u16> {
+    let head = tokio::time::timeout(limit, response_head(stream))
+        .await
+        .with_context(|| format!("no response within {limit:?}"))??;
+    head.split_whitespace().nth(1).and_then(|code| code.parse().ok()).with_context(|| format!("no status in {head:?}"))
 }
 
 async fn a_map_naming_one_file_thousands_of_times_opens_it_once(db: TestDb) -> anyhow::Result<()> {
@@ -211,6 +213,11 @@ async fn an_upload_the_request_does_not_carry_is_bad_input_on_every_transport(db
         "mutation {{ uploadKnowledgeDocument(input: {{ knowledgeSpaceId: \"{space}\", file: \"#__graphql_file__:0\" }}) {{ id }} }}"
     );
     let (status, body) = api.server.post(Some(&token), &literal, json!({})).await?;
+    ensure!(status < 500 && first_error_code(&body).as_deref() == Some("BAD_USER_INPUT"), "{status} {body}");
+    // And as a variable's default value.
+    let defaulted = "mutation($space: UUID!, $file: Upload = \"#__graphql_file__:0\") { \
+        uploadKnowledgeDocument(input: { knowledgeSpaceId: $space, file: $file }) { id } }";
+    let (status, body) = api.server.post(Some(&token), defaulted, json!({ "space": space })).await?;
     ensure!(status < 500 && first_error_code(&body).as_deref() == Some("BAD_USER_INPUT"), "{status} {body}");
 
     // Over a WebSocket: an error for that operation, and the connection goes on.
@@ -428,14 +435,8 @@ async fn an_upload_over_the_limit_is_answered_before_the_client_finishes_sending
         // is what counts).
         let (mut reader, mut writer) = stream.split();
         let answered = async {
-            let mut read = Vec::new();
-            let mut part = [0u8; 4096];
-            while !read.windows(4).any(|window| window == b"\r\n\r\n") {
-                let got = reader.read(&mut part).await?;
-                ensure!(got > 0, "closed before an answer");
-                read.extend_from_slice(&part[..got]);
-            }
-            Ok::<_, anyhow::Error>((Instant::now(), String::from_utf8_lossy(&read).into_owned()))
+            let head = response_head(&mut reader).await?;
+            Ok::<_, anyhow::Error>((Instant::now(), head))
         };
         let sending = async {
             while sent < total {
@@ -582,16 +583,7 @@ async fn a_json_body_over_the_limit_is_answered_while_it_is_still_sent(db: TestD
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
         };
-        let answered = async {
-            let mut read = Vec::new();
-            let mut part = [0u8; 4096];
-            while !read.windows(4).any(|window| window == b"\r\n\r\n") {
-                let got = reader.read(&mut part).await?;
-                ensure!(got > 0, "closed before an answer");
-                read.extend_from_slice(&part[..got]);
-            }
-            Ok::<_, anyhow::Error>(String::from_utf8_lossy(&read).into_owned())
-        };
+        let answered = response_head(&mut reader);
         let head = tokio::time::timeout(Duration::from_secs(30), async {
             tokio::select! {
                 answered = answered => answered,

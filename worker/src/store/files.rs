@@ -182,9 +182,13 @@ pub async fn lease_due(db: &DatabaseConnection, lock_ms: i64, now: i64) -> Resul
         }
         query
     };
-    let fairest = fairest_tenant(&txn, now).await?;
-    let mut found = oldest(fairest.clone()).one(&txn).await?;
-    if found.is_none() && fairest.is_some() {
+    // An idle loop (nothing due) costs this one grouped read.
+    let Some(fairest) = fairest_tenant(&txn, now).await? else {
+        txn.rollback().await?;
+        return Ok(None);
+    };
+    let mut found = oldest(Some(fairest)).one(&txn).await?;
+    if found.is_none() {
         // Another worker locked that tenant's due file meanwhile: take any other.
         found = oldest(None).one(&txn).await?;
     }
