@@ -50,6 +50,8 @@ pub fn follow_document(
     first: Snapshot,
 ) -> impl Stream<Item = Result<(document::Model, Option<file::Model>), ApiError>> {
     struct State {
+        app: AppState,
+        caller: Principal,
         follower: DocumentFollower,
         pending: Option<(document::Model, Option<file::Model>)>,
         last: ShownStatus,
@@ -59,7 +61,7 @@ pub fn follow_document(
     let follower = app.live.follow_document(first.0.id, &caller, may_read);
     let seen = version(&first);
     let (model, file, shown) = first;
-    let state = State { follower, pending: Some((model, file)), last: shown, seen, done: false };
+    let state = State { app, caller, follower, pending: Some((model, file)), last: shown, seen, done: false };
     futures_util::stream::unfold(state, move |mut state| async move {
         if let Some(model) = state.pending.take() {
             state.done = settled(state.last);
@@ -79,6 +81,20 @@ pub fn follow_document(
             match reading.found {
                 // A reading older than the caller's own first read is no news.
                 Found::Present(snapshot) if snapshot.2 != state.last && version(&snapshot) >= state.seen => {
+                    // The shared check runs once a second; a change is delivered only to a
+                    // caller who may read the space now (changes are few: one read each).
+                    let space = snapshot.0.knowledge_space_id;
+                    match space_access(&state.app.db, &state.caller, space).await {
+                        Ok(Some(_)) => {}
+                        Ok(None) => {
+                            state.done = true;
+                            return Some((Err(ApiError::NotFound), state));
+                        }
+                        Err(error) => {
+                            state.done = true;
+                            return Some((Err(error), state));
+                        }
+                    }
                     let (model, file, shown) = (*snapshot).clone();
                     state.last = shown;
                     state.seen = version(&snapshot);
