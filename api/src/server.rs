@@ -231,9 +231,15 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
     worker::observe::spawn_gauges(db.clone(), shutdown.clone(), &tracker);
     let splitter = worker::knowledge::index::Splitter::new(settings.worker.chunk);
     let public_url = public_url(settings.public_url.as_deref(), addr)?;
+    let rules = worker::app::Rules {
+        quotas: settings.quotas(),
+        max_execution_attempts: settings.worker.default_max_execution_attempts,
+    };
+    let app = worker::app::App { db: db.clone(), notifier: notifier.clone(), rules };
     let state = AppState {
         db,
         notifier,
+        app,
         settings: settings.clone(),
         live,
         rates,

@@ -10,6 +10,9 @@ pub mod observe;
 pub mod runtime;
 pub mod telemetry;
 
+// The application layer: one operation per use case, which every channel calls.
+pub mod app;
+
 // Research tasks: the lifecycle decides, the store reads and writes (every statement this
 // service sends), signals tell followers, grants say who may.
 pub mod grant;

@@ -8,9 +8,9 @@ use serde::Deserialize;
 use super::issuers;
 use super::jwks::JwksSettings;
 use super::jwt::verify_token;
-use super::principal::Principal;
 use crate::config::Settings;
 use crate::error::ApiError;
+use worker::app::Principal;
 
 /// Everything that verifies caller tokens, built once at start.
 pub struct Identity {

@@ -9,14 +9,13 @@ mod issuers;
 mod jwks;
 mod jwt;
 pub mod key_secret;
-mod principal;
 
 pub use api_key::authenticate_api_key;
 pub use identity::Identity;
 pub use issuers::{IssuerSettings, issuers_from_env};
 pub use jwks::JwksSettings;
 pub use jwt::{Claims, mint_token, verify_token};
-pub use principal::{ApiKeyCredential, Principal};
+pub use worker::app::{ApiKeyCredential, Principal};
 
 use crate::error::ApiError;
 use crate::state::AppState;

@@ -6,10 +6,10 @@
 use std::sync::{Arc, Mutex};
 
 use async_graphql::extensions::{Extension, ExtensionContext, ExtensionFactory, NextValidation};
-use async_graphql::{ErrorExtensions as _, ServerError, ValidationResult};
+use async_graphql::{ServerError, ValidationResult};
 
 use crate::auth::Principal;
-use crate::error::ApiError;
+use crate::error::{ApiError, ToGql as _};
 use crate::rate::Checked;
 use crate::state::AppState;
 
@@ -54,7 +54,7 @@ impl Extension for CostLimitExtension {
         }
         match refused {
             Some(wait) => {
-                Err(vec![ApiError::rate_limited(wait).extend().into_server_error(async_graphql::Pos::default())])
+                Err(vec![ApiError::rate_limited(wait).to_gql().into_server_error(async_graphql::Pos::default())])
             }
             None => Ok(result),
         }

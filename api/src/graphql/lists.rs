@@ -11,11 +11,11 @@ use sea_orm::{DatabaseConnection, DbErr};
 use uuid::Uuid;
 use worker::grant::{self, Verdict};
 
-use super::access::space_access;
 use super::relay::{self, PageArgs};
 use super::types::{AnswerTrace, ResearchTask};
 use crate::auth::Principal;
 use crate::error::ApiError;
+use worker::app::access::space_access;
 use worker::store::pages::PageKey;
 use worker::store::{answer_traces, tasks};
 

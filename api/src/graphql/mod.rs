@@ -2,12 +2,10 @@
 //! from entity models. Resolvers are thin: check the caller (`access`), call one store or
 //! lifecycle function, map the result (`types`).
 
-pub(crate) mod access;
 mod context;
 mod cost_limit;
 pub(crate) mod enums;
 pub mod guard;
-pub mod limits;
 mod lists;
 pub mod loaders;
 pub(crate) mod mutation;

@@ -5,14 +5,14 @@ use async_graphql::{Context, Object};
 use entity::Stage;
 use uuid::Uuid;
 
-use super::access::{self, space_access};
 use super::context::{principal, state};
 use super::enums::GqlStage;
-use super::limits::{DEFAULT_PAGE, MAX_PAGE};
 use super::lists;
 use super::relay::{self, PageArgs};
 use super::types::{AnswerTrace, AuditEvent, KnowledgeDocument, KnowledgeSpace, ResearchTask, Viewer, WebhookDelivery};
 use crate::error::{ApiError, IntoGql};
+use worker::app::access::{self, space_access};
+use worker::app::limits::{DEFAULT_PAGE, MAX_PAGE};
 use worker::store::pages::PageKey;
 use worker::store::{documents, spaces};
 
@@ -181,7 +181,7 @@ impl QueryRoot {
             let (caller, app) = (principal(ctx)?, state(ctx)?);
             let args = PageArgs::parse(first, after)?;
             if let Some(tenant) = &tenant_id {
-                super::limits::text("tenantId", tenant, super::limits::MAX_NAME_CHARS)?;
+                worker::app::limits::text("tenantId", tenant, worker::app::limits::MAX_NAME_CHARS)?;
             }
             let (tenant, space) = if app.is_operator(caller) {
                 (tenant_id, knowledge_space_id)

@@ -4,8 +4,8 @@ use async_graphql::OutputType;
 use async_graphql::connection::{Connection, CursorType, Edge, OpaqueCursor};
 use uuid::Uuid;
 
-use super::limits::{DEFAULT_PAGE, page_size};
 use crate::error::ApiError;
+use worker::app::limits::{DEFAULT_PAGE, page_size};
 use worker::store::pages::PageKey;
 
 /// A validated `first`/`after` pair.

@@ -1,16 +1,16 @@
 //! The Subscription root: a task's progress events and partial results, replayed from the
 //! database after `afterSequence` and then followed live (see `live::follow`), and its
 //! answer as it is written (see `live::answer`).
-use async_graphql::{Context, ErrorExtensions, Subscription};
+use async_graphql::{Context, Subscription};
 use futures_util::{Stream, StreamExt};
 use uuid::Uuid;
 
-use super::access::visible_task;
 use super::context::{principal, state};
-use super::limits::{after_offset, after_sequence};
 use super::types::{KnowledgeDocument, ResearchTaskAnswerDelta, ResearchTaskPartialResult, ResearchTaskProgressEvent};
-use crate::error::{ApiError, IntoGql};
+use crate::error::{ApiError, IntoGql, ToGql as _};
 use crate::live::{JournalRow, follow, follow_answer, follow_document, readable_document};
+use worker::app::access::visible_task;
+use worker::app::limits::{after_offset, after_sequence};
 
 /// Live feeds.
 pub struct SubscriptionRoot;
@@ -75,7 +75,7 @@ impl SubscriptionRoot {
             let first = readable_document(app, caller, document_id).await?.ok_or(ApiError::NotFound)?;
             let documents = follow_document(app.clone(), caller.clone(), first);
             Ok::<_, ApiError>(documents.map(|document| {
-                document.map(|(row, file)| KnowledgeDocument::with_file(row, file)).map_err(|error| error.extend())
+                document.map(|(row, file)| KnowledgeDocument::with_file(row, file)).map_err(|error| error.to_gql())
             }))
         };
         Box::pin(start).await.gql().map(|documents| counted("document_status", documents))
@@ -93,7 +93,7 @@ async fn start_answer(
     let after = after_offset(after)?;
     visible_task(&app.db, caller, task_id).await?.ok_or(ApiError::NotFound)?;
     let deltas = follow_answer(app, caller.clone(), task_id, after);
-    Ok(deltas.map(|delta| delta.map(ResearchTaskAnswerDelta::from).map_err(|error| error.extend())))
+    Ok(deltas.map(|delta| delta.map(ResearchTaskAnswerDelta::from).map_err(|error| error.to_gql())))
 }
 
 /// The stream, counted in `subscriptions_active{kind}` for as long as it lives.
@@ -118,5 +118,5 @@ async fn start<R: JournalRow>(
     let after = after_sequence(after)?;
     visible_task(&app.db, caller, task_id).await?.ok_or(ApiError::NotFound)?;
     let rows = follow::<R>(app, caller.clone(), task_id, after);
-    Ok(rows.map(|row| row.map_err(|error| error.extend())))
+    Ok(rows.map(|row| row.map_err(|error| error.to_gql())))
 }

@@ -1,7 +1,7 @@
 //! GraphQL over HTTP, written to the spec (the graphql-http audit runs in the test
 //! suite): strict request-parameter checks, content negotiation, spec status codes, no
 //! mutations over GET, and a body-size limit that answers with a GraphQL error.
-use async_graphql::ErrorExtensions;
+use crate::error::ToGql as _;
 use async_graphql::parser::types::OperationType;
 use async_graphql::{Request, Variables};
 use async_graphql_axum::GraphQLResponse;
@@ -58,7 +58,7 @@ pub async fn graphql_post(
         // body nobody may send holds nothing of this process's while it stalls.
         let Some(principal) = &caller.principal else {
             let error =
-                crate::error::ApiError::Unauthenticated.extend().into_server_error(async_graphql::Pos::default());
+                crate::error::ApiError::Unauthenticated.to_gql().into_server_error(async_graphql::Pos::default());
             let mut response = respond(media, async_graphql::Response::from_errors(vec![error]));
             *response.status_mut() = StatusCode::UNAUTHORIZED;
             return refused(answer_then_drain(response, body));
@@ -260,7 +260,7 @@ async fn admit(
     media: Media,
 ) -> Result<Admitted, Box<Response>> {
     super::admission::admit(&endpoint.state, headers, peer).await.map_err(|Refused { error, checked }| {
-        let error = error.extend().into_server_error(async_graphql::Pos::default());
+        let error = error.to_gql().into_server_error(async_graphql::Pos::default());
         Box::new(with_rate_headers(respond(media, async_graphql::Response::from_errors(vec![error])), &checked))
     })
 }

@@ -12,8 +12,8 @@ use worker::store::{documents, files};
 use super::document_watch::{DocumentFollower, Found, Snapshot, version};
 use crate::auth::Principal;
 use crate::error::ApiError;
-use crate::graphql::access::space_access;
 use crate::state::AppState;
+use worker::app::access::space_access;
 
 /// The document, its file and its status, if `caller` may read it.
 pub async fn readable_document(app: &AppState, caller: &Principal, id: Uuid) -> Result<Option<Snapshot>, ApiError> {

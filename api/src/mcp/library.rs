@@ -6,113 +6,59 @@ use entity::knowledge_document as document;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
+use worker::app::library::{self, Item};
+
 use crate::auth::Principal;
 use crate::error::ApiError;
-use crate::graphql::access::space_access;
 use crate::state::AppState;
 
-/// What a `search` asks for.
-pub struct Searched<'a> {
-    /// The words.
-    pub query: &'a str,
-    /// One space, or every one the caller may read.
-    pub space: Option<Uuid>,
-    /// Which documents count (`limits.filters`' shape).
-    pub filters: Option<&'a entity::DocumentFilters>,
-}
+pub use worker::app::library::Searched;
 
-/// The best passages for the query in its space (or every space the caller may read, up
-/// to `max_spaces`), among the documents its filters allow, at most `limit`, best first.
-pub async fn search(
-    state: &AppState,
-    caller: &Principal,
-    searched: Searched<'_>,
-    limit: u64,
-    max_spaces: u64,
-) -> Result<Value, ApiError> {
-    let Searched { query, space, filters } = searched;
-    crate::graphql::limits::text("query", query, crate::graphql::limits::MAX_QUERY_CHARS)?;
-    let db = &state.db;
-    let spaces: Vec<Uuid> = match (space, &caller.api_key) {
-        (Some(space), _) => {
-            space_access(db, caller, space).await?.ok_or(ApiError::NotFound)?;
-            vec![space]
-        }
-        (None, Some(key)) => vec![key.knowledge_space_id],
-        (None, None) => {
-            worker::store::spaces::page_for_member(db, &caller.tenant_id, &caller.subject_id, None, max_spaces)
-                .await?
-                .into_iter()
-                .map(|space| space.id)
-                .collect()
-        }
-    };
-    let terms = worker::engine::search_terms(query);
-    let mut found = Vec::new();
-    for knowledge_space_id in spaces {
-        let allowed = match filters {
-            Some(filters) => {
-                Some(worker::store::filtered::matching(db, &caller.tenant_id, knowledge_space_id, filters).await?)
-            }
-            None => None,
-        };
-        let scope = worker::store::passages::Scope {
-            tenant_id: &caller.tenant_id,
-            knowledge_space_id,
-            documents: allowed.as_deref(),
-        };
-        found.extend(worker::knowledge::search::full_text(db, scope, &terms, limit).await?);
-    }
-    found.sort_by(|a, b| b.score.total_cmp(&a.score));
-    found.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
-    let mut results = Vec::with_capacity(found.len());
-    for passage in found {
-        let document = worker::store::documents::find(db, &caller.tenant_id, passage.document_id).await?;
-        let url = item_url(state, passage.passage_id, document.as_ref());
-        results.push(json!({ "id": passage.passage_id, "title": passage.title, "text": passage.text, "url": url }));
-    }
+/// The best passages for the query (`worker::app::library::search`), as the tool answers.
+pub async fn search(state: &AppState, caller: &Principal, searched: Searched<'_>) -> Result<Value, ApiError> {
+    let found = library::search(&state.app, caller, searched).await?;
+    let results: Vec<Value> = found
+        .into_iter()
+        .map(|(passage, document)| {
+            let url = item_url(state, passage.passage_id, document.as_ref());
+            json!({ "id": passage.passage_id, "title": passage.title, "text": passage.text, "url": url })
+        })
+        .collect();
     Ok(json!({ "results": results }))
 }
 
-/// One passage, or one document, whole; `NotFound` for anything the caller may not read.
+/// One passage, or one document, whole (`worker::app::library::fetch`), as the tool answers.
 pub async fn fetch(state: &AppState, caller: &Principal, id: Uuid) -> Result<Value, ApiError> {
-    let db = &state.db;
-    if let Some(passage) = worker::store::passages::find(db, &caller.tenant_id, id).await?
-        && space_access(db, caller, passage.knowledge_space_id).await?.is_some()
-    {
-        let document = worker::store::documents::find(db, &caller.tenant_id, passage.document_id).await?;
-        let title = document.as_ref().map(|document| document.title.clone()).unwrap_or_default();
-        let metadata = json!({
-            "kind": "passage",
-            "document_id": passage.document_id,
-            "knowledge_space_id": passage.knowledge_space_id,
-            "char_start": passage.char_start,
-            "char_end": passage.char_end,
-            "heading_path": passage.heading_path,
-            "document": document.as_ref().map(|document| document.metadata.clone()),
-        });
-        let url = item_url(state, passage.id, document.as_ref());
-        return Ok(json!({ "id": passage.id, "title": title, "text": passage.text, "url": url, "metadata": metadata }));
+    match library::fetch(&state.app, caller, id).await? {
+        Item::Passage(passage, document) => {
+            let title = document.as_ref().map(|document| document.title.clone()).unwrap_or_default();
+            let metadata = json!({
+                "kind": "passage",
+                "document_id": passage.document_id,
+                "knowledge_space_id": passage.knowledge_space_id,
+                "char_start": passage.char_start,
+                "char_end": passage.char_end,
+                "heading_path": passage.heading_path,
+                "document": document.as_ref().map(|document| document.metadata.clone()),
+            });
+            let url = item_url(state, passage.id, document.as_ref());
+            Ok(json!({ "id": passage.id, "title": title, "text": passage.text, "url": url, "metadata": metadata }))
+        }
+        Item::Document(document) => {
+            let (text, truncated) = cut(&document.content, FETCH_MAX_TEXT_BYTES);
+            let metadata = json!({
+                "kind": "document",
+                "knowledge_space_id": document.knowledge_space_id,
+                "media_type": document.media_type,
+                "revision": document.revision,
+                "document": document.metadata,
+                "truncated": truncated,
+                "text_bytes": document.content.len(),
+            });
+            let url = item_url(state, document.id, Some(&document));
+            Ok(json!({ "id": document.id, "title": document.title, "text": text, "url": url, "metadata": metadata }))
+        }
     }
-    if let Some(document) = worker::store::documents::find(db, &caller.tenant_id, id).await?
-        && space_access(db, caller, document.knowledge_space_id).await?.is_some()
-    {
-        let (text, truncated) = cut(&document.content, FETCH_MAX_TEXT_BYTES);
-        let metadata = json!({
-            "kind": "document",
-            "knowledge_space_id": document.knowledge_space_id,
-            "media_type": document.media_type,
-            "revision": document.revision,
-            "document": document.metadata,
-            "truncated": truncated,
-            "text_bytes": document.content.len(),
-        });
-        let url = item_url(state, document.id, Some(&document));
-        return Ok(
-            json!({ "id": document.id, "title": document.title, "text": text, "url": url, "metadata": metadata }),
-        );
-    }
-    Err(ApiError::NotFound)
 }
 
 /// The most text (UTF-8 bytes) a fetched document carries: a model reads passages, and a

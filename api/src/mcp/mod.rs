@@ -26,6 +26,11 @@ use crate::state::AppState;
 
 pub use urls::{ITEMS, PATH, resource as resource_url};
 
+/// An instant (epoch milliseconds) as MCP answers show it.
+fn rfc3339(millis: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(millis).unwrap_or_default().to_rfc3339()
+}
+
 /// The routes: `/mcp` and its protected resource metadata.
 pub fn router(state: AppState) -> Router {
     tools::register_metrics();

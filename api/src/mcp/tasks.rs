@@ -18,8 +18,8 @@ use uuid::Uuid;
 
 use crate::auth::Principal;
 use crate::error::ApiError;
-use crate::graphql::access::visible_task;
-use crate::graphql::mutation::tasks::{Command, run_command};
+use worker::app::tasks::{self, Command};
+
 use crate::state::AppState;
 
 /// How often a client should poll `tasks/get`, in milliseconds.
@@ -70,7 +70,7 @@ pub async fn update(
     responses: InputResponses,
 ) -> Result<(), rmcp::ErrorData> {
     let task = find(state, caller, task_id).await?;
-    let waiting = worker::lifecycle::awaiting(&state.db, &task).await.map_err(|error| refusal(error.into()))?;
+    let waiting = tasks::awaiting(&state.app, &task).await.map_err(refusal)?;
     let Some(wait) = waiting else {
         return Err(refusal(ApiError::conflict("the task waits for no input")));
     };
@@ -93,18 +93,9 @@ pub async fn update(
                 .filter(|line| !line.is_empty())
                 .map(str::to_owned)
                 .collect();
-            if edited.is_empty() {
-                Command::ApprovePlan(None)
-            } else {
-                crate::graphql::limits::sub_queries(&edited).map_err(refusal)?;
-                Command::ApprovePlan(Some(edited))
-            }
+            Command::ApprovePlan((!edited.is_empty()).then_some(edited))
         }
-        Some("accept") => {
-            let answer = content.get("answer").and_then(Value::as_str).unwrap_or_default().to_owned();
-            crate::graphql::limits::text("answer", &answer, 4_000).map_err(refusal)?;
-            Command::Answer(answer)
-        }
+        Some("accept") => Command::Answer(content.get("answer").and_then(Value::as_str).unwrap_or_default().to_owned()),
         Some("decline") => Command::Resume,
         Some("cancel") => return Ok(()),
         _ => {
@@ -114,25 +105,25 @@ pub async fn update(
             ));
         }
     };
-    run_command(state, caller, task.id, None, command).await.map_err(refusal)?;
+    tasks::run(&state.app, caller, task.id, None, command).await.map_err(refusal)?;
     Ok(())
 }
 
 /// `tasks/cancel`: cancels the research task (canceling twice is canceling once).
 pub async fn cancel(state: &AppState, caller: &Principal, task_id: &str) -> Result<(), rmcp::ErrorData> {
     let task = find(state, caller, task_id).await?;
-    run_command(state, caller, task.id, None, Command::Cancel).await.map_err(refusal)?;
+    tasks::run(&state.app, caller, task.id, None, Command::Cancel).await.map_err(refusal)?;
     Ok(())
 }
 
 /// The caller's task by MCP task id; anything else is the same `NOT_FOUND`.
 async fn find(state: &AppState, caller: &Principal, task_id: &str) -> Result<job::Model, rmcp::ErrorData> {
     let id = Uuid::parse_str(task_id).map_err(|_| refusal(ApiError::NotFound))?;
-    visible_task(&state.db, caller, id).await.map_err(refusal)?.ok_or_else(|| refusal(ApiError::NotFound))
+    tasks::find(&state.app, caller, id).await.map_err(refusal)
 }
 
 fn header(task: &job::Model, status: TaskStatus) -> Task {
-    let at = |ms: i64| crate::graphql::types::datetime(ms).to_rfc3339();
+    let at = super::rfc3339;
     Task::new(task.id.to_string(), status, at(task.created_at), at(task.updated_at))
         .with_poll_interval_ms(POLL_INTERVAL_MS)
 }

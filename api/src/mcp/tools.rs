@@ -1,12 +1,11 @@
-//! The research tools. Each goes through the same checks and lifecycle as its GraphQL
-//! mutation or query (`create_task`, `run_command`, `visible_task`), so a task is an
+//! The research tools. Each calls the same operation of `worker::app` as its GraphQL
+//! mutation or query (`tasks::create`, `tasks::run`, `tasks::overview`), so a task is an
 //! ordinary task whichever door it came through, another subject's or tenant's id answers
 //! exactly what a random id answers, and a refusal is a tool result with `isError` whose
 //! text starts with the code GraphQL would answer (`BAD_USER_INPUT: …`).
 use std::time::Instant;
 
-use async_graphql::Json;
-use entity::{ResearchMode, Stage, research_task_job as job, research_task_partial_result as partial};
+use entity::{ResearchMode, Stage, research_task_job as job};
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -15,9 +14,8 @@ use uuid::Uuid;
 
 use crate::auth::Principal;
 use crate::error::ApiError;
-use crate::graphql::access::{space_access, trace_is_visible, visible_task};
-use crate::graphql::mutation::tasks::{Command, create_task, run_command};
-use crate::graphql::types::CreateResearchTaskInput;
+use worker::app::tasks::{self, Command, TaskRequest};
+
 use crate::state::AppState;
 
 /// The tools' names, in the order `tools/list` shows them.
@@ -196,9 +194,15 @@ async fn research(
 }
 
 async fn search(state: &AppState, caller: &Principal, args: SearchArgs) -> Result<Value, ApiError> {
-    let filters = crate::graphql::limits::filters_alone(args.filters)?;
-    let searched = super::library::Searched { query: &args.query, space: args.space_id, filters: filters.as_ref() };
-    super::library::search(state, caller, searched, SEARCH_RESULTS, SEARCH_SPACES).await
+    let filters = worker::app::limits::filters_alone(args.filters)?;
+    let searched = super::library::Searched {
+        query: &args.query,
+        space: args.space_id,
+        filters: filters.as_ref(),
+        limit: SEARCH_RESULTS,
+        max_spaces: SEARCH_SPACES,
+    };
+    super::library::search(state, caller, searched).await
 }
 
 async fn fetch(state: &AppState, caller: &Principal, id: Uuid) -> Result<Value, ApiError> {
@@ -206,21 +210,16 @@ async fn fetch(state: &AppState, caller: &Principal, id: Uuid) -> Result<Value, 
 }
 
 async fn list_spaces(state: &AppState, caller: &Principal) -> Result<Value, ApiError> {
-    let db = &state.db;
-    let mut spaces = Vec::new();
-    if let Some(key) = &caller.api_key {
-        if let Some(space) = worker::store::spaces::find(db, &caller.tenant_id, key.knowledge_space_id).await? {
-            spaces.push(json!({ "id": space.id, "name": space.name, "role": Value::Null }));
-        }
-    } else {
-        let rows = worker::store::spaces::page_for_member(db, &caller.tenant_id, &caller.subject_id, None, 100).await?;
-        for space in rows {
-            let role = space_access(db, caller, space.id).await?.and_then(|access| access.role());
-            spaces.push(json!({ "id": space.id, "name": space.name, "role": role }));
-        }
-    }
+    let spaces: Vec<Value> = worker::app::spaces::visible(&state.app, caller, LISTED_SPACES)
+        .await?
+        .into_iter()
+        .map(|(space, role)| json!({ "id": space.id, "name": space.name, "role": role }))
+        .collect();
     Ok(json!({ "spaces": spaces }))
 }
+
+/// The most spaces `list_spaces` shows.
+const LISTED_SPACES: u64 = 100;
 
 async fn start_research(state: &AppState, caller: &Principal, args: StartArgs) -> Result<Value, ApiError> {
     Ok(task_state(&create(state, caller, args).await?))
@@ -241,47 +240,38 @@ async fn create(state: &AppState, caller: &Principal, args: StartArgs) -> Result
         None => None,
         Some(text) => Some(
             serde_json::from_value::<ResearchMode>(json!(text))
-                .map_err(|_| ApiError::bad_input("mode must be one of auto, fast, research, deep"))?
-                .into(),
+                .map_err(|_| ApiError::bad_input("mode must be one of auto, fast, research, deep"))?,
         ),
     };
-    let input = CreateResearchTaskInput {
+    let request = TaskRequest {
         knowledge_space_id: args.space_id,
         query: args.question,
         mode,
         top_k: args.top_k,
         budget_usd: args.budget_usd,
-        limits: crate::graphql::limits::with_filters(args.limits.map(Json), args.filters)?,
-        filters: None,
+        limits: args.limits,
+        filters: args.filters,
         metadata: None,
         idempotency_key: args.idempotency_key,
     };
-    create_task(state, caller, input).await
+    tasks::create(&state.app, caller, request).await
 }
 
 async fn cancel_research(state: &AppState, caller: &Principal, id: Uuid) -> Result<Value, ApiError> {
-    let task = run_command(state, caller, id, None, Command::Cancel).await?;
+    let task = tasks::run(&state.app, caller, id, None, Command::Cancel).await?;
     Ok(task_state(&task))
 }
 
 pub(super) async fn get_research(state: &AppState, caller: &Principal, id: Uuid) -> Result<Value, ApiError> {
-    let db = &state.db;
-    let task = visible_task(db, caller, id).await?.ok_or(ApiError::NotFound)?;
+    let tasks::TaskOverview { task, rounds_done, cost_usd, awaiting, trace } =
+        tasks::overview(&state.app, caller, id).await?;
     let mut result = task_state(&task);
-    let rounds = worker::store::journal::by_key_prefix::<partial::Entity, _>(db, task.id, "evidence")
-        .await?
-        .into_iter()
-        .filter(|row| row.idempotency_key == "evidence" || row.idempotency_key.starts_with("evidence:r"))
-        .count();
-    result["rounds_done"] = json!(rounds);
-    result["cost_usd"] = json!(worker::cost::nanos_to_usd(worker::cost::spent_nanos(&task.cost)));
-    if let Some(wait) = worker::lifecycle::awaiting(db, &task).await? {
-        let mut awaiting = json!({
-            "reason": wait.reason,
-            "until": crate::graphql::types::datetime(wait.until).to_rfc3339(),
-        });
+    result["rounds_done"] = json!(rounds_done);
+    result["cost_usd"] = json!(cost_usd);
+    if let Some(wait) = awaiting {
+        let mut awaiting = json!({ "reason": wait.reason, "until": super::rfc3339(wait.until) });
         if let Some(plan) = &wait.proposed_plan {
-            awaiting["plan"] = json!(worker::lifecycle::plan_queries(plan));
+            awaiting["plan"] = json!(tasks::plan_queries(plan));
         }
         if let Some(question) = &wait.question {
             awaiting["question"] = json!(question);
@@ -294,9 +284,7 @@ pub(super) async fn get_research(state: &AppState, caller: &Principal, id: Uuid)
         result["error"] = json!(error);
     }
     if task.stage == Stage::Completed
-        && let Some(trace) =
-            worker::store::answer_traces::find_for_task(db, &task.tenant_id, &task.subject_id, task.id).await?
-        && trace_is_visible(db, caller, &trace).await?
+        && let Some(trace) = trace
     {
         result["answer"] = json!(trace.answer);
         let citations: Vec<Value> = trace

@@ -11,7 +11,6 @@ use uuid::Uuid;
 
 use crate::auth::Principal;
 use crate::error::ApiError;
-use crate::graphql::access::visible_task;
 use crate::state::AppState;
 
 /// Where a tool call reports progress: the client's token and the connection back.
@@ -77,8 +76,7 @@ pub async fn follow(
     let mut seen = 0;
     let mut reported = 0_u32;
     loop {
-        let task = visible_task(&state.db, caller, id).await?.ok_or(ApiError::NotFound)?;
-        let events = worker::store::journal::after::<progress::Entity, _>(&state.db, id, seen, 100).await?;
+        let (task, events) = worker::app::tasks::progress_after(&state.app, caller, id, seen, 100).await?;
         for event in events {
             seen = event.sequence;
             if let Some(progress) = progress {

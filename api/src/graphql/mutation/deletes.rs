@@ -11,10 +11,10 @@ use worker::store::begin_write;
 
 use crate::audit::{self, action};
 use crate::error::{ApiError, IntoGql};
-use crate::graphql::access::{require_role, visible_task, visible_trace};
 use crate::graphql::context::{actor, principal, state};
-use crate::graphql::limits::{self, MAX_NAME_CHARS};
 use crate::graphql::types::ErasedCounts;
+use worker::app::access::{require_role, visible_task, visible_trace};
+use worker::app::limits::{self, MAX_NAME_CHARS};
 use worker::store::spaces;
 
 /// Deleting mutations.

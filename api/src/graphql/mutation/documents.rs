@@ -10,12 +10,12 @@ use worker::store::begin_write;
 use super::creating::begin_creating;
 use crate::auth::Principal;
 use crate::error::{ApiError, IntoGql};
-use crate::graphql::access::require_role;
 use crate::graphql::context::{principal, state};
-use crate::graphql::limits::{self, MAX_TITLE_CHARS};
 use crate::graphql::request_writes;
 use crate::graphql::types::{AddKnowledgeDocumentInput, KnowledgeDocument, UpdateKnowledgeDocumentInput};
 use crate::state::AppState;
+use worker::app::access::require_role;
+use worker::app::limits::{self, MAX_TITLE_CHARS};
 use worker::knowledge::index::initial_status;
 use worker::store::documents::{self, DocumentChanges, NewDocument};
 use worker::store::files;
@@ -40,7 +40,7 @@ impl DocumentMutation {
             limits::text("title", &input.title, MAX_TITLE_CHARS)?;
             limits::content(&input.content, app.settings.max_content_bytes)?;
             let source_uri = limits::source_uri(input.source_uri)?;
-            let metadata = limits::json_object("metadata", input.metadata)?;
+            let metadata = limits::json_object("metadata", input.metadata.map(|metadata| metadata.0))?;
             request_writes::charge_document(ctx, input.content.len(), app.settings.body_limit())?;
             require_role(&app.db, caller, input.knowledge_space_id, MemberRole::can_write_documents).await?;
             let indexing = indexing(app);
@@ -199,7 +199,7 @@ fn changes(input: UpdateKnowledgeDocumentInput, max_content_bytes: usize) -> Res
     };
     let metadata = match input.metadata {
         None => None,
-        given => Some(limits::json_object("metadata", given)?),
+        given => Some(limits::json_object("metadata", given.map(|metadata| metadata.0))?),
     };
     let changes = DocumentChanges {
         title: input.title,

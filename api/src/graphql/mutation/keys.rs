@@ -8,10 +8,10 @@ use super::creating::begin_creating;
 use crate::audit::{self, action};
 use crate::auth::Principal;
 use crate::error::{ApiError, IntoGql};
-use crate::graphql::access::require_role;
 use crate::graphql::context::{actor, principal, state};
-use crate::graphql::limits::{self, MAX_NAME_CHARS};
 use crate::graphql::types::{ApiKey, CreateApiKeyInput, CreatedApiKey};
+use worker::app::access::require_role;
+use worker::app::limits::{self, MAX_NAME_CHARS};
 use worker::store::api_keys;
 
 use crate::auth::key_secret::{hash_secret, new_secret};

@@ -8,12 +8,12 @@ use worker::store::begin_write;
 use super::creating::begin_creating;
 use crate::audit::{self, action};
 use crate::error::{ApiError, IntoGql};
-use crate::graphql::access::require_role;
 use crate::graphql::context::{actor, principal, state};
-use crate::graphql::limits::{self, MAX_NAME_CHARS};
 use crate::graphql::types::{
     AddKnowledgeSpaceMemberInput, CreateKnowledgeSpaceInput, KnowledgeSpace, KnowledgeSpaceMember,
 };
+use worker::app::access::require_role;
+use worker::app::limits::{self, MAX_NAME_CHARS};
 use worker::store::{members, spaces};
 
 /// Space and member mutations.

@@ -15,11 +15,11 @@ use worker::store::files::{self, NewFile, PART_BYTES};
 use super::creating::begin_creating;
 use super::documents::{check_revision, writable};
 use crate::error::{ApiError, IntoGql};
-use crate::graphql::access::require_role;
 use crate::graphql::context::{principal, state};
-use crate::graphql::limits::{self, MAX_TITLE_CHARS};
 use crate::graphql::request_writes;
 use crate::graphql::types::KnowledgeDocument;
+use worker::app::access::require_role;
+use worker::app::limits::{self, MAX_TITLE_CHARS};
 
 /// A file to add to a space as a document.
 #[derive(InputObject)]
@@ -65,7 +65,7 @@ impl UploadMutation {
             };
             limits::text("title", &title, MAX_TITLE_CHARS)?;
             let source_uri = limits::source_uri(input.source_uri)?;
-            let metadata = limits::json_object("metadata", input.metadata)?;
+            let metadata = limits::json_object("metadata", input.metadata.map(|metadata| metadata.0))?;
             let inspected = inspect(&upload, app.settings.max_upload_bytes)?;
             request_writes::charge_document(ctx, 0, app.settings.body_limit())?;
             require_role(&app.db, caller, input.knowledge_space_id, MemberRole::can_write_documents).await?;

@@ -9,10 +9,10 @@ use worker::store::begin_write;
 use super::creating::begin_creating;
 use crate::audit::{self, action};
 use crate::error::{ApiError, IntoGql};
-use crate::graphql::access::{owned_endpoint, space_access};
 use crate::graphql::context::{actor, principal, state};
-use crate::graphql::limits;
 use crate::graphql::types::{CreateWebhookEndpointInput, CreatedWebhookEndpoint, WebhookDelivery, WebhookEndpoint};
+use worker::app::access::{owned_endpoint, space_access};
+use worker::app::limits;
 use worker::store::webhooks::{self, NewEndpoint};
 
 /// The longest endpoint URL accepted.

@@ -9,7 +9,7 @@ use super::datetime;
 use crate::error::{ApiError, IntoGql};
 use crate::graphql::context::state;
 use crate::graphql::enums::{GqlIndexingStatus, GqlMediaType};
-use crate::graphql::limits::{DEFAULT_PAGE, MAX_PAGE, after_sequence, page_size};
+use worker::app::limits::{DEFAULT_PAGE, MAX_PAGE, after_sequence, page_size};
 use worker::knowledge::uploads::shown_status;
 use worker::store::{documents, files};
 

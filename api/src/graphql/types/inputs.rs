@@ -99,6 +99,23 @@ pub struct CreateResearchTaskInput {
     pub idempotency_key: Option<String>,
 }
 
+impl CreateResearchTaskInput {
+    /// The input as the application layer takes it (checked there).
+    pub fn into_request(self) -> worker::app::tasks::TaskRequest {
+        worker::app::tasks::TaskRequest {
+            knowledge_space_id: self.knowledge_space_id,
+            query: self.query,
+            mode: self.mode.map(entity::ResearchMode::from),
+            top_k: self.top_k,
+            budget_usd: self.budget_usd,
+            limits: self.limits.map(|Json(limits)| limits),
+            filters: self.filters.as_ref().map(ResearchFiltersInput::to_json),
+            metadata: self.metadata.map(|Json(metadata)| metadata),
+            idempotency_key: self.idempotency_key,
+        }
+    }
+}
+
 /// Which documents of the space a task's evidence may come from, in every round and for
 /// full-text and vector search alike. Every condition given must hold; a filter that
 /// matches no document gives the no-evidence answer.

@@ -9,8 +9,8 @@ use super::{ApiKey, KnowledgeDocument, datetime};
 use crate::error::{ApiError, IntoGql};
 use crate::graphql::context::state;
 use crate::graphql::enums::GqlRole;
-use crate::graphql::limits::{DEFAULT_PAGE, MAX_PAGE, page_size};
 use crate::graphql::relay::{self, PageArgs};
+use worker::app::limits::{DEFAULT_PAGE, MAX_PAGE, page_size};
 use worker::store::pages::PageKey;
 use worker::store::{api_keys, documents, members};
 

@@ -15,10 +15,10 @@ use super::{
 use crate::error::{ApiError, IntoGql};
 use crate::graphql::context::state;
 use crate::graphql::enums::{GqlChannel, GqlMode, GqlStage};
-use crate::graphql::limits::{MAX_PAGE, after_sequence, page_size};
 use crate::graphql::loaders::{
     JournalPage, NotesOfTask, PartialPage, ProgressPage, RequestLoaders, TraceOfTask, WaitsOfTask, loaded,
 };
+use worker::app::limits::{MAX_PAGE, after_sequence, page_size};
 use worker::store::answer_traces;
 
 /// A research task. Only the subject that created it sees it, and only while its grant holds.

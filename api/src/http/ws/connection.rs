@@ -424,8 +424,8 @@ fn errors(message: &str, code: &str) -> Value {
 
 /// An `error` message's payload for an [`ApiError`], with all its extensions.
 fn errors_with(error: &ApiError) -> Value {
-    use async_graphql::ErrorExtensions as _;
-    let error = error.extend().into_server_error(async_graphql::Pos::default());
+    use crate::error::ToGql as _;
+    let error = error.to_gql().into_server_error(async_graphql::Pos::default());
     json!([error])
 }
 

@@ -4,11 +4,11 @@
 use entity::{MemberRole, answer_trace, member, research_task_job as job};
 use sea_orm::{ConnectionTrait, DatabaseConnection};
 use uuid::Uuid;
-use worker::grant;
 
-use crate::auth::{ApiKeyCredential, Principal};
-use crate::error::ApiError;
-use worker::store::{answer_traces, members, spaces, tasks};
+use super::error::AppError;
+use super::principal::{ApiKeyCredential, Principal};
+use crate::grant;
+use crate::store::{answer_traces, members, spaces, tasks};
 
 /// The caller's standing in one space.
 #[derive(Debug, Clone)]
@@ -34,7 +34,7 @@ pub async fn space_access<C: ConnectionTrait>(
     db: &C,
     principal: &Principal,
     space_id: Uuid,
-) -> Result<Option<SpaceAccess>, ApiError> {
+) -> Result<Option<SpaceAccess>, AppError> {
     if let Some(key) = &principal.api_key {
         if key.knowledge_space_id != space_id {
             return Ok(None);
@@ -53,16 +53,16 @@ pub async fn require_role<C: ConnectionTrait>(
     principal: &Principal,
     space_id: Uuid,
     allowed: fn(MemberRole) -> bool,
-) -> Result<member::Model, ApiError> {
+) -> Result<member::Model, AppError> {
     match space_access(db, principal, space_id).await? {
-        None => Err(ApiError::NotFound),
+        None => Err(AppError::NotFound),
         Some(SpaceAccess::Member(membership)) if allowed(membership.role) => Ok(membership),
-        Some(_) => Err(ApiError::Forbidden),
+        Some(_) => Err(AppError::Forbidden),
     }
 }
 
 /// Whether the grant behind a row still holds.
-async fn grant_holds(db: &DatabaseConnection, snapshot_id: Uuid) -> Result<bool, ApiError> {
+async fn grant_holds(db: &DatabaseConnection, snapshot_id: Uuid) -> Result<bool, AppError> {
     Ok(grant::check(db, snapshot_id, entity::now_millis()).await?.holds())
 }
 
@@ -76,7 +76,7 @@ pub async fn visible_task(
     db: &DatabaseConnection,
     principal: &Principal,
     id: Uuid,
-) -> Result<Option<job::Model>, ApiError> {
+) -> Result<Option<job::Model>, AppError> {
     // One statement: the row, and whether the grant it was created under still holds.
     let now = entity::now_millis();
     let found = tasks::find_readable(db, &principal.tenant_id, &principal.subject_id, id, now).await?;
@@ -89,7 +89,7 @@ pub async fn trace_is_visible(
     db: &DatabaseConnection,
     principal: &Principal,
     trace: &answer_trace::Model,
-) -> Result<bool, ApiError> {
+) -> Result<bool, AppError> {
     let owned = trace.tenant_id == principal.tenant_id
         && trace.subject_id.as_deref() == Some(principal.subject_id.as_str())
         && key_allows(principal, trace.knowledge_space_id);
@@ -107,7 +107,7 @@ pub async fn visible_trace(
     db: &DatabaseConnection,
     principal: &Principal,
     id: Uuid,
-) -> Result<Option<answer_trace::Model>, ApiError> {
+) -> Result<Option<answer_trace::Model>, AppError> {
     let Some(trace) = answer_traces::find_owned(db, &principal.tenant_id, &principal.subject_id, id).await? else {
         return Ok(None);
     };
@@ -120,10 +120,10 @@ pub async fn owned_endpoint(
     db: &DatabaseConnection,
     principal: &Principal,
     id: Uuid,
-) -> Result<entity::webhook_endpoint::Model, ApiError> {
-    let endpoint = worker::store::webhooks::find_owned(db, &principal.tenant_id, &principal.subject_id, id)
+) -> Result<entity::webhook_endpoint::Model, AppError> {
+    let endpoint = crate::store::webhooks::find_owned(db, &principal.tenant_id, &principal.subject_id, id)
         .await?
-        .ok_or(ApiError::NotFound)?;
-    space_access(db, principal, endpoint.knowledge_space_id).await?.ok_or(ApiError::NotFound)?;
+        .ok_or(AppError::NotFound)?;
+    space_access(db, principal, endpoint.knowledge_space_id).await?.ok_or(AppError::NotFound)?;
     Ok(endpoint)
 }

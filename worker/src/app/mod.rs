@@ -1,0 +1,45 @@
+//! The application layer: one operation per use case, the one door every channel (GraphQL,
+//! MCP, the live layer, a worker's own schedules) goes through. An operation takes who is
+//! asking (a [`Principal`], whose grant source it works out) and plain typed input, decides
+//! every rule (roles, limits, idempotency, quotas) and answers typed output or an
+//! [`AppError`] that carries its code. Channels parse, call one operation and render; they
+//! open no transaction and name no store function.
+//!
+//! Writes to research tasks go on to `crate::lifecycle` (the only writer of their rows);
+//! everything reaches the database through `crate::store`.
+pub mod access;
+mod error;
+pub mod library;
+pub mod limits;
+mod principal;
+pub mod spaces;
+pub mod tasks;
+
+use sea_orm::DatabaseConnection;
+
+pub use error::AppError;
+pub use principal::{ApiKeyCredential, Principal};
+
+use crate::lifecycle::Quotas;
+use crate::notify::Notifier;
+
+/// What every operation runs against: the database, the signals that wake followers, and
+/// the rules the process was configured with.
+#[derive(Clone)]
+pub struct App {
+    /// The database pool.
+    pub db: DatabaseConnection,
+    /// In-process task signals (followers, an embedded worker).
+    pub notifier: Notifier,
+    /// The configured rules.
+    pub rules: Rules,
+}
+
+/// The configured rules operations apply.
+#[derive(Debug, Clone, Copy)]
+pub struct Rules {
+    /// What one tenant may hold and spend.
+    pub quotas: Quotas,
+    /// How many claims a new task gets (`default_max_execution_attempts`).
+    pub max_execution_attempts: i32,
+}
