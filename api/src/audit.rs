@@ -8,8 +8,8 @@ use sea_orm::{ConnectionTrait, DbErr};
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::auth::Principal;
 use crate::http::request_id::RequestId;
+use worker::app::Principal;
 
 /// The actions recorded, as stored and as `AuditEvent.action` shows them.
 pub mod action {

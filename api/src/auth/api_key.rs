@@ -5,8 +5,8 @@ use sea_orm::DatabaseConnection;
 use subtle::ConstantTimeEq;
 
 use super::key_secret::{hash_secret, parse_key};
-use super::{ApiKeyCredential, Principal};
 use crate::error::ApiError;
+use worker::app::{ApiKeyCredential, Principal};
 
 /// Checks a presented key and returns the service principal it stands for. Unknown,
 /// wrong, revoked and expired keys all answer the same `Unauthenticated`.

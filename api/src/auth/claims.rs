@@ -4,8 +4,8 @@
 //! `service_api`, which belongs to API keys).
 use entity::AccessChannel;
 
-use super::Principal;
 use crate::error::ApiError;
+use worker::app::Principal;
 
 /// The longest subject or tenant id a token may carry (the columns are VARCHAR(255)).
 const MAX_ID_LEN: usize = 255;

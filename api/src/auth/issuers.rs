@@ -9,9 +9,10 @@ use jsonwebtoken::{Algorithm, Validation};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use super::claims;
 use super::jwks::{JwksCache, JwksSettings};
-use super::{Principal, claims};
 use crate::error::ApiError;
+use worker::app::Principal;
 
 /// One identity provider, as configured.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]

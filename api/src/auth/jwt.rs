@@ -6,8 +6,9 @@ use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation, deco
 use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
 
-use super::{Principal, claims};
+use super::claims;
 use crate::error::ApiError;
+use worker::app::Principal;
 
 /// The claims a caller token carries.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -15,7 +15,7 @@ pub use identity::Identity;
 pub use issuers::{IssuerSettings, issuers_from_env};
 pub use jwks::JwksSettings;
 pub use jwt::{Claims, mint_token, verify_token};
-pub use worker::app::{ApiKeyCredential, Principal};
+use worker::app::Principal;
 
 use crate::error::ApiError;
 use crate::state::AppState;

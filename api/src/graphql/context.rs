@@ -2,9 +2,9 @@
 //! which request), and the shared state. Nothing else reads `ctx.data`.
 use async_graphql::Context;
 
-use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::state::AppState;
+use worker::app::Principal;
 
 /// The authenticated caller. Missing or expired credentials answer `UNAUTHENTICATED`; the
 /// expiry is checked here too because a WebSocket outlives the token that opened it.

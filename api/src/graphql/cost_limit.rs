@@ -8,10 +8,10 @@ use std::sync::{Arc, Mutex};
 use async_graphql::extensions::{Extension, ExtensionContext, ExtensionFactory, NextValidation};
 use async_graphql::{ServerError, ValidationResult};
 
-use crate::auth::Principal;
 use crate::error::{ApiError, ToGql as _};
 use crate::rate::Checked;
 use crate::state::AppState;
+use worker::app::Principal;
 
 /// Where the cost check of one HTTP request leaves its buckets' state.
 #[derive(Clone, Default)]

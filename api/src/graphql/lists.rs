@@ -13,8 +13,8 @@ use worker::grant::{self, Verdict};
 
 use super::relay::{self, PageArgs};
 use super::types::{AnswerTrace, ResearchTask};
-use crate::auth::Principal;
 use crate::error::ApiError;
+use worker::app::Principal;
 use worker::app::access::space_access;
 use worker::store::pages::PageKey;
 use worker::store::{answer_traces, tasks};

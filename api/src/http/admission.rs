@@ -7,10 +7,11 @@ use std::net::IpAddr;
 
 use axum::http::{HeaderMap, header};
 
-use crate::auth::{Principal, authenticate_for};
+use crate::auth::authenticate_for;
 use crate::error::ApiError;
 use crate::rate::Checked;
 use crate::state::AppState;
+use worker::app::Principal;
 
 /// A request admitted: its caller (none without a credential) and the buckets charged.
 pub struct Admitted {

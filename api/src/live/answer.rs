@@ -16,9 +16,9 @@ use uuid::Uuid;
 
 use super::follow::{expiry, revocation};
 use super::{AnswerFollower, LiveHub, Topic, TopicEvent};
-use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::state::AppState;
+use worker::app::Principal;
 use worker::store::{answer_traces, tasks};
 
 /// How often an idle subscription checks that its topic still runs.

@@ -15,7 +15,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::auth::ApiKeyCredential;
+use worker::app::ApiKeyCredential;
 
 /// Every watched key of this process.
 pub struct KeyWatch {

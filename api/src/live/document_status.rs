@@ -10,9 +10,9 @@ use worker::knowledge::uploads::{ShownStatus, shown_status};
 use worker::store::{documents, files};
 
 use super::document_watch::{DocumentFollower, Found, Snapshot, version};
-use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::state::AppState;
+use worker::app::Principal;
 use worker::app::access::space_access;
 
 /// The document, its file and its status, if `caller` may read it.

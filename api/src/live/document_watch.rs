@@ -17,7 +17,7 @@ use uuid::Uuid;
 use worker::knowledge::uploads::{ShownStatus, shown_status};
 use worker::store::{documents, files};
 
-use crate::auth::Principal;
+use worker::app::Principal;
 
 /// How often a followed document is read.
 pub const DOCUMENT_POLL: Duration = Duration::from_millis(200);

@@ -14,9 +14,9 @@ use super::event::TopicEvent;
 use super::hub::LiveHub;
 pub use super::journal_row::JournalRow;
 use super::topic::Topic;
-use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::state::AppState;
+use worker::app::Principal;
 use worker::store::tasks;
 
 /// Rows read per database round trip.

@@ -15,7 +15,7 @@ use super::credentials::{KeyWatch, KeyWatchGuard};
 use super::document_watch::{DocumentFollower, DocumentWatches};
 use super::event::TopicEvent;
 use super::topic::Topic;
-use crate::auth::ApiKeyCredential;
+use worker::app::ApiKeyCredential;
 
 /// How often a topic reads even without a wake-up, and re-checks the task's grant: a
 /// revoked grant ends subscriptions within this time.
@@ -94,7 +94,7 @@ impl LiveHub {
     pub fn follow_document(
         &self,
         id: Uuid,
-        caller: &crate::auth::Principal,
+        caller: &worker::app::Principal,
         may_read: super::document_watch::AccessCheck,
     ) -> DocumentFollower {
         self.documents.follow(id, caller, may_read)

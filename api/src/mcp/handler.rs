@@ -8,8 +8,8 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleServer};
 use tracing::Instrument as _;
 
-use crate::auth::Principal;
 use crate::state::AppState;
+use worker::app::Principal;
 
 /// One request's server (stateless: a new one per request, sharing the app's state).
 #[derive(Clone)]

@@ -8,9 +8,9 @@ use uuid::Uuid;
 
 use worker::app::library::{self, Item};
 
-use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::state::AppState;
+use worker::app::Principal;
 
 pub use worker::app::library::Searched;
 

@@ -11,6 +11,7 @@ mod library;
 mod metadata;
 mod response_limit;
 mod tasks;
+mod time;
 mod tools;
 mod urls;
 mod waiting;
@@ -25,11 +26,6 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use crate::state::AppState;
 
 pub use urls::{ITEMS, PATH, resource as resource_url};
-
-/// An instant (epoch milliseconds) as MCP answers show it.
-fn rfc3339(millis: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(millis).unwrap_or_default().to_rfc3339()
-}
 
 /// The routes: `/mcp` and its protected resource metadata.
 pub fn router(state: AppState) -> Router {

@@ -16,8 +16,8 @@ use rmcp::model::{
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::auth::Principal;
 use crate::error::ApiError;
+use worker::app::Principal;
 use worker::app::tasks::{self, Command};
 
 use crate::state::AppState;
@@ -123,7 +123,7 @@ async fn find(state: &AppState, caller: &Principal, task_id: &str) -> Result<job
 }
 
 fn header(task: &job::Model, status: TaskStatus) -> Task {
-    let at = super::rfc3339;
+    let at = super::time::rfc3339;
     Task::new(task.id.to_string(), status, at(task.created_at), at(task.updated_at))
         .with_poll_interval_ms(POLL_INTERVAL_MS)
 }

@@ -12,8 +12,8 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::auth::Principal;
 use crate::error::ApiError;
+use worker::app::Principal;
 use worker::app::tasks::{self, Command, TaskRequest};
 
 use crate::state::AppState;
@@ -269,7 +269,7 @@ pub(super) async fn get_research(state: &AppState, caller: &Principal, id: Uuid)
     result["rounds_done"] = json!(rounds_done);
     result["cost_usd"] = json!(cost_usd);
     if let Some(wait) = awaiting {
-        let mut awaiting = json!({ "reason": wait.reason, "until": super::rfc3339(wait.until) });
+        let mut awaiting = json!({ "reason": wait.reason, "until": super::time::rfc3339(wait.until) });
         if let Some(plan) = &wait.proposed_plan {
             awaiting["plan"] = json!(tasks::plan_queries(plan));
         }

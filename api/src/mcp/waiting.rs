@@ -9,9 +9,9 @@ use serde_json::Value;
 use tokio::sync::broadcast::error::RecvError;
 use uuid::Uuid;
 
-use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::state::AppState;
+use worker::app::Principal;
 
 /// Where a tool call reports progress: the client's token and the connection back.
 pub struct Progress {

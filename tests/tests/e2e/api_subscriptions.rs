@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use anyhow::{Context, anyhow, ensure};
-use api::auth::Principal;
+use worker::app::Principal;
 use api::graphql::{AppSchema, Request, build_schema};
 use entity::AccessChannel;
 use futures_util::{Stream, StreamExt};

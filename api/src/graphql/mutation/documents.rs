@@ -8,12 +8,12 @@ use worker::knowledge::index::Indexing;
 use worker::store::begin_write;
 
 use super::creating::begin_creating;
-use crate::auth::Principal;
 use crate::error::{ApiError, IntoGql};
 use crate::graphql::context::{principal, state};
 use crate::graphql::request_writes;
 use crate::graphql::types::{AddKnowledgeDocumentInput, KnowledgeDocument, UpdateKnowledgeDocumentInput};
 use crate::state::AppState;
+use worker::app::Principal;
 use worker::app::access::require_role;
 use worker::app::limits::{self, MAX_TITLE_CHARS};
 use worker::knowledge::index::initial_status;

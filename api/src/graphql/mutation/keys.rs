@@ -6,10 +6,10 @@ use worker::store::begin_write;
 
 use super::creating::begin_creating;
 use crate::audit::{self, action};
-use crate::auth::Principal;
 use crate::error::{ApiError, IntoGql};
 use crate::graphql::context::{actor, principal, state};
 use crate::graphql::types::{ApiKey, CreateApiKeyInput, CreatedApiKey};
+use worker::app::Principal;
 use worker::app::access::require_role;
 use worker::app::limits::{self, MAX_NAME_CHARS};
 use worker::store::api_keys;

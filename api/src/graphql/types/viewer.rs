@@ -2,8 +2,8 @@
 use async_graphql::SimpleObject;
 use uuid::Uuid;
 
-use crate::auth::Principal;
 use crate::graphql::enums::GqlChannel;
+use worker::app::Principal;
 
 /// The authenticated caller.
 #[derive(SimpleObject)]

@@ -53,7 +53,7 @@ fn secure(response: &mut Response, headers: &HeaderMap) {
 
 /// The operator's credential expiry (`Some(None)`: none), or `None` when the request
 /// carries no operator's credential.
-async fn operator(state: &AppState, headers: &HeaderMap) -> Option<crate::auth::Principal> {
+async fn operator(state: &AppState, headers: &HeaderMap) -> Option<worker::app::Principal> {
     let authorization = headers.get(header::AUTHORIZATION).and_then(|value| value.to_str().ok());
     match authenticate(state, authorization).await {
         Ok(Some(principal)) if state.is_operator(&principal) => Some(principal),
@@ -121,7 +121,7 @@ fn stream(state: AppState, expires_at: Option<i64>) -> Response {
 }
 
 /// `POST /ops/outbox/{id}/redeliver`: makes a dead outbox row pending again.
-async fn redeliver(state: AppState, headers: &HeaderMap, principal: crate::auth::Principal, id: Uuid) -> Response {
+async fn redeliver(state: AppState, headers: &HeaderMap, principal: worker::app::Principal, id: Uuid) -> Response {
     let now = entity::now_millis();
     let request_id = crate::http::request_id::of(headers);
     let actor = audit::Actor { principal: &principal, request_id: request_id.as_ref() };

@@ -24,13 +24,14 @@ use tokio_util::sync::CancellationToken;
 use super::admission::{Admission, admit_init, admit_subscribe};
 use super::protocol::{Incoming, MAX_INBOUND_BYTES, Outgoing, Subprotocol, close, parse};
 use super::upgrade::Socket;
-use crate::auth::{Principal, authenticate};
+use crate::auth::authenticate;
 use crate::error::ApiError;
 use crate::graphql::{guard, operation_span};
 use crate::http::GraphqlEndpoint;
 use crate::http::error_codes::is_request_error;
 use crate::live::KeyWatchGuard;
 use tracing::Instrument as _;
+use worker::app::Principal;
 
 /// How long the close frame may wait for the client to take it.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
