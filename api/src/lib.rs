@@ -1,6 +1,5 @@
 #![doc = include_str!("../README.md")]
 
-pub mod audit;
 pub mod auth;
 pub mod config;
 pub mod error;

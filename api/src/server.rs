@@ -234,6 +234,8 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
     let rules = worker::app::Rules {
         quotas: settings.quotas(),
         max_execution_attempts: settings.worker.default_max_execution_attempts,
+        webhooks_allow_private: settings.worker.webhooks.allow_private,
+        operator_subjects: settings.operator_subjects.clone().into(),
     };
     let app = worker::app::App { db: db.clone(), notifier: notifier.clone(), rules };
     let state = AppState {

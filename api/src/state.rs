@@ -36,6 +36,6 @@ pub struct AppState {
 impl AppState {
     /// Whether `principal` is one of `KFS_OPERATOR_SUBJECTS`.
     pub fn is_operator(&self, principal: &worker::app::Principal) -> bool {
-        self.settings.operator_subjects.iter().any(|entry| principal.is_named_by(entry))
+        self.app.rules.is_operator(principal)
     }
 }

@@ -4,8 +4,8 @@ use entity::{AccessChannel, now_millis};
 use sea_orm::DatabaseConnection;
 use subtle::ConstantTimeEq;
 
-use super::key_secret::{hash_secret, parse_key};
 use crate::error::ApiError;
+use worker::app::key_secret::{hash_secret, parse_key};
 use worker::app::{ApiKeyCredential, Principal};
 
 /// Checks a presented key and returns the service principal it stands for. Unknown,

@@ -8,7 +8,6 @@ mod identity;
 mod issuers;
 mod jwks;
 mod jwt;
-pub mod key_secret;
 
 pub use api_key::authenticate_api_key;
 pub use identity::Identity;

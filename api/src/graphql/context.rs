@@ -20,10 +20,10 @@ pub fn principal<'ctx>(ctx: &Context<'ctx>) -> Result<&'ctx Principal, ApiError>
 }
 
 /// The caller and the request, as the audit log records them.
-pub fn actor<'ctx>(ctx: &Context<'ctx>) -> Result<crate::audit::Actor<'ctx>, ApiError> {
-    Ok(crate::audit::Actor {
+pub fn actor<'ctx>(ctx: &Context<'ctx>) -> Result<worker::app::audit::Actor<'ctx>, ApiError> {
+    Ok(worker::app::audit::Actor {
         principal: principal(ctx)?,
-        request_id: ctx.data_opt::<crate::http::request_id::RequestId>(),
+        request_id: ctx.data_opt::<crate::http::request_id::RequestId>().map(|id| id.0.as_str()),
     })
 }
 

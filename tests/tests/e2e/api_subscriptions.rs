@@ -4,12 +4,12 @@
 use std::time::Duration;
 
 use anyhow::{Context, anyhow, ensure};
-use worker::app::Principal;
 use api::graphql::{AppSchema, Request, build_schema};
 use entity::AccessChannel;
 use futures_util::{Stream, StreamExt};
 use kfs_tests::{DbTest, TestDb, db_tests};
 use serde_json::{Value, json};
+use worker::app::Principal;
 
 use crate::api_support::{Api, CANCEL, PAUSE, RESUME};
 

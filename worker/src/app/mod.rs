@@ -8,12 +8,18 @@
 //! Writes to research tasks go on to `crate::lifecycle` (the only writer of their rows);
 //! everything reaches the database through `crate::store`.
 pub mod access;
+pub mod audit;
+pub mod deletes;
 mod error;
+pub mod key_secret;
+pub mod keys;
 pub mod library;
 pub mod limits;
 mod principal;
 pub mod spaces;
 pub mod tasks;
+pub mod webhooks;
+mod writes;
 
 use sea_orm::DatabaseConnection;
 
@@ -36,10 +42,22 @@ pub struct App {
 }
 
 /// The configured rules operations apply.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Rules {
     /// What one tenant may hold and spend.
     pub quotas: Quotas,
     /// How many claims a new task gets (`default_max_execution_attempts`).
     pub max_execution_attempts: i32,
+    /// Whether webhook endpoints may point at private addresses.
+    pub webhooks_allow_private: bool,
+    /// Who operates the service (`KFS_OPERATOR_SUBJECTS`): a bare subject, or
+    /// `<issuer>#<subject>` (see [`Principal::is_named_by`]).
+    pub operator_subjects: std::sync::Arc<[String]>,
+}
+
+impl Rules {
+    /// Whether `principal` is one of the operators.
+    pub fn is_operator(&self, principal: &Principal) -> bool {
+        self.operator_subjects.iter().any(|entry| principal.is_named_by(entry))
+    }
 }

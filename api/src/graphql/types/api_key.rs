@@ -6,7 +6,7 @@ use entity::api_key;
 use uuid::Uuid;
 
 use super::datetime;
-use crate::auth::key_secret::format_key;
+use worker::app::key_secret::format_key;
 
 /// A service credential bound to one knowledge space.
 pub struct ApiKey(pub api_key::Model);

@@ -16,9 +16,9 @@ use axum::response::{Html, IntoResponse, Response};
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::audit;
 use crate::auth::authenticate;
 use crate::state::AppState;
+use worker::app::audit;
 use worker::store::ops;
 
 /// How often the stream sends a snapshot.
@@ -124,7 +124,7 @@ fn stream(state: AppState, expires_at: Option<i64>) -> Response {
 async fn redeliver(state: AppState, headers: &HeaderMap, principal: worker::app::Principal, id: Uuid) -> Response {
     let now = entity::now_millis();
     let request_id = crate::http::request_id::of(headers);
-    let actor = audit::Actor { principal: &principal, request_id: request_id.as_ref() };
+    let actor = audit::Actor { principal: &principal, request_id: request_id.as_ref().map(|id| id.0.as_str()) };
     let entry = audit::Entry {
         tenant_id: &principal.tenant_id,
         knowledge_space_id: None,

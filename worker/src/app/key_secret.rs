@@ -1,5 +1,5 @@
 //! API key secrets: a presented key is `kfs_<key id as simple hex uuid>_<secret>`; only
-//! the secret's hex SHA-256 is stored (`worker::store::api_keys`), so a leaked table grants
+//! the secret's hex SHA-256 is stored (`crate::store::api_keys`), so a leaked table grants
 //! nothing.
 use sha2::{Digest, Sha256};
 use uuid::Uuid;

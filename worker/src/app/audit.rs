@@ -1,6 +1,6 @@
-//! The audit log as the API writes it: one append-only row per security-relevant action,
-//! written in the transaction of the action itself (`worker::store::audit`), so an action
-//! is recorded exactly when it happened.
+//! The audit log as operations write it: one append-only row per security-relevant
+//! action, written in the transaction of the action itself (`crate::store::audit`), so an
+//! action is recorded exactly when it happened.
 //! Rows name who (subject, channel, API key, identity provider), what, on which thing and
 //! from which request; never a secret and never task content.
 use entity::audit_event as event;
@@ -8,8 +8,7 @@ use sea_orm::{ConnectionTrait, DbErr};
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::http::request_id::RequestId;
-use worker::app::Principal;
+use super::Principal;
 
 /// The actions recorded, as stored and as `AuditEvent.action` shows them.
 pub mod action {
@@ -50,8 +49,8 @@ pub mod action {
 pub struct Actor<'a> {
     /// The authenticated caller.
     pub principal: &'a Principal,
-    /// The request's id.
-    pub request_id: Option<&'a RequestId>,
+    /// The id of the request it came with (`x-request-id`), when it came with one.
+    pub request_id: Option<&'a str>,
 }
 
 /// What is recorded about one action.
@@ -73,7 +72,7 @@ pub struct Entry<'a> {
 
 /// Appends `entry`, done by `actor`, at `now`.
 pub async fn record<C: ConnectionTrait>(conn: &C, actor: Actor<'_>, entry: Entry<'_>, now: i64) -> Result<(), DbErr> {
-    worker::store::audit::insert(conn, row(actor, entry, now)).await
+    crate::store::audit::insert(conn, row(actor, entry, now)).await
 }
 
 /// The row `record` appends, for actions whose transaction the lifecycle owns (it inserts
@@ -89,7 +88,7 @@ pub fn row(actor: Actor<'_>, entry: Entry<'_>, now: i64) -> event::Model {
         actor_channel: caller.channel,
         actor_api_key_id: caller.api_key.as_ref().map(|key| key.key_id),
         actor_issuer: caller.issuer.clone(),
-        request_id: actor.request_id.map(|id| id.0.clone()),
+        request_id: actor.request_id.map(str::to_owned),
         target_type: entry.target_type.to_owned(),
         target_id: entry.target_id,
         details: entry.details,
