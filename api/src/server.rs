@@ -229,15 +229,19 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
         None => worker::observe::Ticks::default(),
     };
     worker::observe::spawn_gauges(db.clone(), shutdown.clone(), &tracker);
-    let splitter = worker::knowledge::index::Splitter::new(settings.worker.chunk);
     let public_url = public_url(settings.public_url.as_deref(), addr)?;
     let rules = worker::app::Rules {
         quotas: settings.quotas(),
         max_execution_attempts: settings.worker.default_max_execution_attempts,
         webhooks_allow_private: settings.worker.webhooks.allow_private,
         operator_subjects: settings.operator_subjects.clone().into(),
+        max_content_bytes: settings.max_content_bytes,
+        max_upload_bytes: settings.max_upload_bytes,
+        quota_upload_bytes_per_tenant: settings.quota_upload_bytes_per_tenant,
     };
-    let app = worker::app::App { db: db.clone(), notifier: notifier.clone(), rules };
+    let splitter = worker::knowledge::index::Splitter::new(settings.worker.chunk);
+    let indexing = worker::knowledge::index::Indexing::from_settings(&settings.worker);
+    let app = worker::app::App { db: db.clone(), notifier: notifier.clone(), rules, splitter, indexing };
     let state = AppState {
         db,
         notifier,
@@ -247,7 +251,6 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
         rates,
         identity,
         worker_ticks,
-        splitter,
         public_url: public_url.into(),
     };
     let app = router(state.clone(), shutdown.clone())?;

@@ -26,8 +26,6 @@ pub struct AppState {
     pub identity: Arc<crate::auth::Identity>,
     /// The embedded worker's loop ticks (empty without one), for readiness.
     pub worker_ticks: worker::observe::Ticks,
-    /// Splits documents into passages, a bounded number at a time in this process.
-    pub splitter: worker::knowledge::index::Splitter,
     /// The base every URL the server hands out is built from (`KFS_PUBLIC_URL`, or
     /// `http://` and the address bound), without a trailing slash.
     pub public_url: Arc<str>,

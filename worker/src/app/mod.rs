@@ -10,6 +10,7 @@
 pub mod access;
 pub mod audit;
 pub mod deletes;
+pub mod documents;
 mod error;
 pub mod key_secret;
 pub mod keys;
@@ -39,6 +40,10 @@ pub struct App {
     pub notifier: Notifier,
     /// The configured rules.
     pub rules: Rules,
+    /// Splits documents into passages, a bounded number at a time in this process.
+    pub splitter: crate::knowledge::index::Splitter,
+    /// How written documents are indexed (whether embeddings follow).
+    pub indexing: crate::knowledge::index::Indexing,
 }
 
 /// The configured rules operations apply.
@@ -53,6 +58,13 @@ pub struct Rules {
     /// Who operates the service (`KFS_OPERATOR_SUBJECTS`): a bare subject, or
     /// `<issuer>#<subject>` (see [`Principal::is_named_by`]).
     pub operator_subjects: std::sync::Arc<[String]>,
+    /// The most text one document holds, in bytes (`KFS_MAX_CONTENT_BYTES`).
+    pub max_content_bytes: usize,
+    /// The largest file one upload may be, in bytes (`KFS_MAX_UPLOAD_BYTES`).
+    pub max_upload_bytes: usize,
+    /// The most bytes of uploaded files one tenant keeps
+    /// (`KFS_QUOTA_UPLOAD_BYTES_PER_TENANT`).
+    pub quota_upload_bytes_per_tenant: Option<u64>,
 }
 
 impl Rules {

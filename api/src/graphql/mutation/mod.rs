@@ -1,6 +1,5 @@
 //! The Mutation root, merged from one object per concern so each file stays small.
 
-mod creating;
 mod deletes;
 mod documents;
 mod keys;
