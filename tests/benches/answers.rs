@@ -6,7 +6,7 @@
 //! - **all cited**: answers in which every sentence that states something carries a
 //!   citation (and there is at least one such sentence);
 //! - **supported**: answers with at least one citation, each naming evidence that supports
-//!   its sentence by the lexical check of `worker::grounding` (the cited passage holds half
+//!   its sentence by the lexical check of `worker::research::grounding` (the cited passage holds half
 //!   the sentence's content words or more);
 //! - **expected**: answers holding at least half the content words of an answering text;
 //! - **evidence recall**: tasks whose evidence has a passage of an answering document
@@ -31,7 +31,7 @@ use kfs_tests::server::{GraphqlClient, TestServer};
 use secrecy::SecretString;
 use serde_json::{Value, json};
 use worker::config::{EngineKind, OpenAiSettings, RerankSettings};
-use worker::grounding::{content_words, sentences, supports};
+use worker::research::grounding::{content_words, sentences, supports};
 
 fn main() -> ExitCode {
     kfs_tests::bench::main("answers", run)
@@ -246,7 +246,7 @@ impl Score {
                 .find(|item| item["citation"] == json!(number))
                 .and_then(|item| item["text"].as_str())
         };
-        let cited: Vec<(&worker::grounding::Sentence, usize)> =
+        let cited: Vec<(&worker::research::grounding::Sentence, usize)> =
             cut.iter().flat_map(|sentence| sentence.citations.iter().map(move |number| (sentence, *number))).collect();
         if !cited.is_empty()
             && cited.iter().all(|(sentence, number)| passage(*number).is_some_and(|text| supports(sentence, text)))

@@ -113,7 +113,11 @@ async fn claim_cost(db: &TestDb) -> anyhow::Result<()> {
         let claimed = lifecycle::claim_fairly(&db.db, &notifier, &claim, &mut fairness, entity::now_millis()).await?;
         millis.push(started.elapsed().as_secs_f64() * 1e3);
         let one = claimed.first().context("nothing to claim")?;
-        let done = Failure { message: "bench".into(), retryable: false, cost_delta: worker::cost::CostDelta::none() };
+        let done = Failure {
+            message: "bench".into(),
+            retryable: false,
+            cost_delta: worker::research::cost::CostDelta::none(),
+        };
         lifecycle::fail_attempt(
             &db.db,
             &notifier,

@@ -18,10 +18,10 @@ use anyhow::Context as _;
 use entity::{AccessChannel, MemberRole, Stage, research_task_job as job};
 use kfs_tests::{Backend, TestConfig, TestDb, fixtures};
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QuerySelect};
-use worker::engine::{
+use worker::lifecycle::{NewTask, create};
+use worker::research::engine::{
     Answer, CostReport, EngineError, Passage, Plan, ResearchEngine, Retrieval, StageContext, Staged, async_trait,
 };
-use worker::lifecycle::{NewTask, create};
 use worker::runtime::{CancellationToken, TaskTracker};
 use worker::{Notifier, WorkerSettings};
 

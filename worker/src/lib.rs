@@ -20,14 +20,14 @@ pub mod lifecycle;
 pub mod notify;
 pub mod store;
 
-// What research runs on and reports: engines, knowledge, costs, webhooks, and the seam for
-// an external queue.
-pub mod cost;
-pub mod engine;
-pub mod grounding;
+// Research itself: engines, rounds, grounding, answers, prompts, model costs. It reaches
+// passages through a port and knows no database.
+pub mod research;
+
+// What research runs on and reports: knowledge, webhooks, and the seam for an external
+// queue.
 pub mod knowledge;
 pub mod outbox;
-pub mod rounds;
 pub mod webhooks;
 
 // The pipeline that runs a claimed task stage by stage (the tests drive it directly).
@@ -37,10 +37,7 @@ pub mod pipeline;
 pub(crate) mod pipeline;
 
 // Inside the worker only.
-pub(crate) mod answer;
-pub(crate) mod openai;
 pub(crate) mod remote;
-pub(crate) mod tokens;
 
 pub use config::WorkerSettings;
 pub use lifecycle::LifecycleError;

@@ -47,7 +47,7 @@ impl QueueMessage {
 /// Why a publish failed; the entry backs off and is tried again.
 #[derive(Debug, thiserror::Error)]
 #[error("publishing failed")]
-pub struct PublishError(#[source] pub crate::engine::BoxError);
+pub struct PublishError(#[source] pub crate::research::engine::BoxError);
 
 /// An external queue the outbox publishes to.
 #[async_trait]

@@ -14,16 +14,17 @@ use tokio::sync::{Notify, Semaphore};
 pub use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use crate::config::{EngineKind, WorkerSettings};
-use crate::engine::{BuiltinEngine, ResearchEngine, Retriever};
 use crate::knowledge::backlog::{self, BacklogPolicy, Worked};
 use crate::knowledge::embeddings::Embedder;
-use crate::knowledge::rerank::Reranker;
+use crate::knowledge::retrieve::Retriever;
 use crate::knowledge::uploads::{self, Extraction, ExtractionPolicy};
 use crate::lifecycle::{self, LifecycleError};
 use crate::notify::{Notifier, Signal};
-use crate::openai::OpenAiEngine;
 use crate::outbox::{self, OutboxPolicy, Publisher};
 use crate::pipeline::{Pipeline, RunOutcome, Stop};
+use crate::research::engine::{BuiltinEngine, ResearchEngine};
+use crate::research::openai::OpenAiEngine;
+use crate::research::rerank::Reranker;
 use crate::webhooks;
 
 /// What one loop step did.
@@ -66,9 +67,11 @@ pub fn spawn(
 /// The engine `KFS_ENGINE` names, retrieving with the embeddings endpoint when there is
 /// one; an error says what the configuration lacks.
 pub fn research_engine(settings: &WorkerSettings) -> anyhow::Result<Arc<dyn ResearchEngine>> {
-    let retriever = Retriever::from_settings(&settings.embeddings).map_err(anyhow::Error::msg)?;
+    // The pipeline builds its own retriever from the same settings; a bad endpoint stops
+    // the start here, where it is said.
+    Retriever::from_settings(&settings.embeddings).map_err(anyhow::Error::msg)?;
     let reranker = Reranker::from_settings(&settings.rerank).map_err(anyhow::Error::msg)?;
-    let builtin = BuiltinEngine::with_retriever(settings.engine.clone(), retriever).reranking_with(reranker);
+    let builtin = BuiltinEngine::new(settings.engine.clone()).reranking_with(reranker);
     Ok(match settings.engine.kind {
         EngineKind::Builtin => Arc::new(builtin),
         EngineKind::Openai => {
@@ -103,10 +106,15 @@ pub fn spawn_with(
 ) -> crate::observe::Ticks {
     let settings = Arc::new(settings);
     let clock = Clock::system();
+    let retriever = Retriever::from_settings(&settings.embeddings).unwrap_or_else(|error| {
+        tracing::error!(error = %error, "the embeddings endpoint is misconfigured; research searches by full text only");
+        Retriever::full_text()
+    });
     let pipeline = Pipeline {
         db: db.clone(),
         notifier: notifier.clone(),
         engine,
+        retriever,
         settings: settings.clone(),
         clock: clock.clone(),
         fairness: Arc::default(),

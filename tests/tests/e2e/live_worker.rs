@@ -12,7 +12,7 @@ use kfs_tests::{DbTest, TestDb, db_tests};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio::sync::{Notify, Semaphore};
-use worker::engine::{
+use worker::research::engine::{
     Answer, BuiltinEngine, EngineError, Passage, Plan, ResearchEngine, Retrieval, StageContext, Staged, async_trait,
 };
 use worker::runtime::{CancellationToken, TaskTracker};

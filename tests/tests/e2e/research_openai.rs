@@ -662,12 +662,16 @@ async fn citations_of_missing_evidence_and_unsupported_claims_are_removed_and_mi
     let answer = read["answerTrace"]["answer"].as_str().context("answer")?.to_owned();
     ensure!(answer.starts_with("Bees make honey from nectar [1].") && !answer.contains("Mars"), "{answer}");
     let evidence = read["answerTrace"]["evidence"].as_array().cloned().unwrap_or_default();
-    for sentence in worker::grounding::sentences(&answer) {
+    for sentence in worker::research::grounding::sentences(&answer) {
         ensure!(!sentence.citations.is_empty(), "every claim is cited: {answer}");
         for number in &sentence.citations {
             let cited = evidence.iter().find(|item| item["citation"] == json!(number)).context("cited evidence")?;
             let text = cited["text"].as_str().unwrap_or_default();
-            ensure!(worker::grounding::supports(&sentence, text), "{:?} is not supported by {text}", sentence.text);
+            ensure!(
+                worker::research::grounding::supports(&sentence, text),
+                "{:?} is not supported by {text}",
+                sentence.text
+            );
         }
     }
     let completed = event(&db, row.id, "stage:completed").await?;
@@ -715,14 +719,14 @@ async fn weak_answers_are_attributed_or_replaced_by_the_extractive_answer(db: Te
         let answer = read["answerTrace"]["answer"].as_str().context("answer")?.to_owned();
         let evidence = read["answerTrace"]["evidence"].as_array().cloned().unwrap_or_default();
         ensure!(!evidence.is_empty(), "{read}");
-        let sentences = worker::grounding::sentences(&answer);
+        let sentences = worker::research::grounding::sentences(&answer);
         ensure!(!sentences.is_empty(), "{written:?} left no answer");
         for sentence in sentences {
             ensure!(!sentence.citations.is_empty(), "{written:?} gave an uncited claim: {answer}");
             for number in &sentence.citations {
                 let cited = evidence.iter().find(|item| item["citation"] == json!(number)).context("cited")?;
                 ensure!(
-                    worker::grounding::supports(&sentence, cited["text"].as_str().unwrap_or_default()),
+                    worker::research::grounding::supports(&sentence, cited["text"].as_str().unwrap_or_default()),
                     "{written:?}: {:?} is not supported by [{number}]",
                     sentence.text
                 );
@@ -739,8 +743,10 @@ async fn weak_answers_are_attributed_or_replaced_by_the_extractive_answer(db: Te
         let repair = &completed.payload["generation"]["repair"];
         ensure_eq!(repair["outcome"], json!("still_wrong"), "{written:?}: {}", completed.payload);
         // A claim repeated (a weak model looping) is shown once.
-        let claims: Vec<Vec<String>> =
-            worker::grounding::sentences(&answer).iter().map(worker::grounding::Sentence::content_words).collect();
+        let claims: Vec<Vec<String>> = worker::research::grounding::sentences(&answer)
+            .iter()
+            .map(worker::research::grounding::Sentence::content_words)
+            .collect();
         let distinct: std::collections::HashSet<&Vec<String>> = claims.iter().collect();
         ensure_eq!(distinct.len(), claims.len(), "{written:?} repeated a claim: {answer}");
     }

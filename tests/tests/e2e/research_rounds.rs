@@ -15,11 +15,11 @@ use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 use worker::Notifier;
-use worker::engine::{
-    Answer, BuiltinEngine, EngineError, Passage, Plan, ResearchEngine, Retrieval, StageContext, Staged, async_trait,
-};
 use worker::lifecycle::{NewTask, create};
 use worker::pipeline::{RunOutcome, Stop};
+use worker::research::engine::{
+    Answer, BuiltinEngine, EngineError, Passage, Plan, ResearchEngine, Retrieval, StageContext, Staged, async_trait,
+};
 use worker::runtime::run_due;
 
 use crate::worker_support::{assert_gapless, events, partials, pipeline, reload};
@@ -184,7 +184,7 @@ async fn each_way_a_loop_stops_is_recorded_and_the_task_still_answers(db: TestDb
         ensure_eq!(row.stage, Stage::Completed, "{query}: {:?}", row.error);
         let written = trace(&db, &asked).await?;
         if query == "jupiter" {
-            ensure_eq!(written.answer, worker::engine::NO_EVIDENCE_ANSWER);
+            ensure_eq!(written.answer, worker::research::engine::NO_EVIDENCE_ANSWER);
         } else {
             ensure!(written.answer.contains("[1]"), "{query}: {}", written.answer);
         }

@@ -13,12 +13,12 @@ use kfs_tests::{DbTest, TestDb, db_tests, ensure_eq, fixtures};
 use sea_orm::{ActiveModelTrait as _, ColumnTrait, EntityTrait, QueryFilter, Set};
 use serde_json::{Value, json};
 use worker::Notifier;
-use worker::engine::{
+use worker::lifecycle::{self, LifecycleError, NewTask, TaskRef};
+use worker::pipeline::{RunOutcome, Stop};
+use worker::research::engine::{
     Answer, BuiltinEngine, CostReport, EngineError, Passage, Plan, ResearchEngine, Retrieval, StageContext, Staged,
     async_trait,
 };
-use worker::lifecycle::{self, LifecycleError, NewTask, TaskRef};
-use worker::pipeline::{RunOutcome, Stop};
 use worker::runtime::run_due;
 
 use crate::api_support::{Api, CREATE_TASK, RESUME, string_at};

@@ -27,7 +27,8 @@ const LEASE_MS: i64 = 60_000;
 /// Ends a claimed task at once (failed for good: terminal, like a finished one), as a
 /// worker whose engine took no time would.
 async fn finish(db: &TestDb, notifier: &Notifier, claimed: &Claimed) -> anyhow::Result<()> {
-    let done = Failure { message: "done".into(), retryable: false, cost_delta: worker::cost::CostDelta::none() };
+    let done =
+        Failure { message: "done".into(), retryable: false, cost_delta: worker::research::cost::CostDelta::none() };
     let policy = RetryPolicy { base_ms: 10, cap_ms: 10 };
     lifecycle::fail_attempt(&db.db, notifier, &claimed.lease, done, policy, now_millis()).await?;
     Ok(())

@@ -34,7 +34,7 @@ fn to_retrieving(claimed: &Claimed) -> Boundary {
     let step = Checkpoint {
         next_stage: Stage::Retrieving,
         partial_results: vec![("retrieval:1".into(), json!({ "task": claimed.job.id }))],
-        cost_delta: worker::cost::CostDelta::none(),
+        cost_delta: worker::research::cost::CostDelta::none(),
         payload: json!({}),
         round: 1,
     };
@@ -105,7 +105,7 @@ async fn a_group_commits_every_boundary_but_the_ones_whose_lease_or_grant_is_gon
             answer: "Bees make honey [1].".into(),
             evidence: json!([]),
             citation_checks: json!([{ "sentence": "Bees make honey [1].", "citation": 1, "verdict": "supported" }]),
-            cost_delta: worker::cost::CostDelta::none(),
+            cost_delta: worker::research::cost::CostDelta::none(),
             payload: json!(null),
         }),
         now: now_millis(),

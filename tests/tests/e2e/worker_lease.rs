@@ -95,7 +95,7 @@ async fn stale_worker_cannot_commit_after_lease_expires(db: TestDb) -> anyhow::R
     let step = Checkpoint {
         next_stage: Stage::Retrieving,
         partial_results: vec![("retrieval:1".into(), json!({ "stale": true }))],
-        cost_delta: worker::cost::CostDelta::reported(json!({ "usd": 1.0 })),
+        cost_delta: worker::research::cost::CostDelta::reported(json!({ "usd": 1.0 })),
         payload: json!({}),
         round: 1,
     };
@@ -109,12 +109,13 @@ async fn stale_worker_cannot_commit_after_lease_expires(db: TestDb) -> anyhow::R
         answer: "stale".into(),
         evidence: json!([]),
         citation_checks: json!([]),
-        cost_delta: worker::cost::CostDelta::none(),
+        cost_delta: worker::research::cost::CostDelta::none(),
         payload: json!(null),
     };
     let completed = lifecycle::complete(&db.db, &notifier, &stale, &believed, done, entity::now_millis()).await;
     lost(completed.map(|_| ()), "complete")?;
-    let failure = Failure { message: "stale".into(), retryable: false, cost_delta: worker::cost::CostDelta::none() };
+    let failure =
+        Failure { message: "stale".into(), retryable: false, cost_delta: worker::research::cost::CostDelta::none() };
     let policy = RetryPolicy { base_ms: 10, cap_ms: 10 };
     lost(
         lifecycle::fail_attempt(&db.db, &notifier, &stale, failure, policy, entity::now_millis()).await.map(|_| ()),
@@ -142,7 +143,7 @@ async fn failed_attempts_back_off_and_the_last_one_fails_for_good(db: TestDb) ->
         let failure = Failure {
             message: format!("flaky {attempt}"),
             retryable: true,
-            cost_delta: worker::cost::CostDelta::none(),
+            cost_delta: worker::research::cost::CostDelta::none(),
         };
         let before = now_millis();
         match lifecycle::fail_attempt(&db.db, &notifier, &claimed.lease, failure, policy, entity::now_millis()).await? {
@@ -421,7 +422,7 @@ async fn every_stage_boundary_is_heard_in_another_process_as_in_this_one(db: Tes
         let step = Checkpoint {
             next_stage: stage,
             partial_results,
-            cost_delta: worker::cost::CostDelta::none(),
+            cost_delta: worker::research::cost::CostDelta::none(),
             payload: json!({}),
             round: 1,
         };
@@ -436,7 +437,7 @@ async fn every_stage_boundary_is_heard_in_another_process_as_in_this_one(db: Tes
         answer: "Bees make honey [1].".into(),
         evidence: json!([]),
         citation_checks: json!([]),
-        cost_delta: worker::cost::CostDelta::none(),
+        cost_delta: worker::research::cost::CostDelta::none(),
         payload: serde_json::Value::Null,
     };
     lifecycle::complete(&db.db, &here, &claimed.lease, &from, done, now_millis()).await?;

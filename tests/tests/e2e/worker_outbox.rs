@@ -8,9 +8,9 @@ use kfs_tests::{DbTest, TestDb, db_tests, fixtures};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use uuid::Uuid;
 use worker::Notifier;
-use worker::engine::async_trait;
 use worker::lifecycle::RetryPolicy;
 use worker::outbox::{OutboxPolicy, PublishError, Publisher, QueueMessage, dispatch_due};
+use worker::research::engine::async_trait;
 use worker::runtime::{CancellationToken, TaskTracker};
 use worker::store::outbox as delivery;
 

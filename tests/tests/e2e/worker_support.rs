@@ -12,12 +12,12 @@ use sea_orm::{ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrde
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 use uuid::Uuid;
-use worker::engine::{
-    Answer, BuiltinEngine, EngineError, Passage, Plan, ResearchEngine, Retrieval, StageContext, Staged, async_trait,
-};
 use worker::grant::{GrantRequest, GrantSource};
 use worker::lifecycle::{NewTask, create};
 use worker::pipeline::Pipeline;
+use worker::research::engine::{
+    Answer, BuiltinEngine, EngineError, Passage, Plan, ResearchEngine, Retrieval, StageContext, Staged, async_trait,
+};
 use worker::{Notifier, WorkerSettings};
 
 /// Settings for tests: a heartbeat every 20 ms, so a lost lease is noticed at once.
@@ -49,6 +49,8 @@ pub fn pipeline(
         db: db.db.clone(),
         notifier: notifier.clone(),
         engine,
+        retriever: worker::knowledge::retrieve::Retriever::from_settings(&settings.embeddings)
+            .expect("the test settings' embeddings endpoint is valid"),
         settings: settings.clone(),
         clock: clock.clone(),
         fairness: Arc::default(),

@@ -46,7 +46,7 @@ pub async fn search(
             .map(|space| space.id)
             .collect(),
     };
-    let terms = crate::engine::search_terms(query);
+    let terms = crate::research::engine::search_terms(query);
     let mut found = Vec::new();
     for knowledge_space_id in in_spaces {
         let allowed = match filters {

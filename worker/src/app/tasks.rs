@@ -221,7 +221,7 @@ pub async fn overview(app: &App, caller: &Principal, id: Uuid) -> Result<TaskOve
         .into_iter()
         .filter(|row| row.idempotency_key == "evidence" || row.idempotency_key.starts_with("evidence:r"))
         .count();
-    let cost_usd = crate::cost::nanos_to_usd(crate::cost::spent_nanos(&task.cost));
+    let cost_usd = crate::research::cost::nanos_to_usd(crate::research::cost::spent_nanos(&task.cost));
     let awaiting = lifecycle::awaiting(db, &task).await?;
     let mut trace = None;
     if task.stage == entity::Stage::Completed

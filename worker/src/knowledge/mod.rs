@@ -1,6 +1,6 @@
 //! A space's knowledge as research uses it: documents split into passages (`chunk`), the
 //! passages written with each document (`index`), searched by full text and by vector
-//! (`search`, fused in `retrieve`, optionally reordered by a reranking endpoint: `rerank`),
+//! (`search`, fused in `retrieve`; research's reranker may reorder them),
 //! with embeddings made in the background by an
 //! OpenAI-compatible endpoint (`embeddings`, `backlog`) and stored portably (`vectors`).
 pub mod backlog;
@@ -9,7 +9,6 @@ pub mod embeddings;
 pub mod extract;
 pub mod index;
 pub mod pages;
-pub mod rerank;
 pub mod retrieve;
 pub mod search;
 pub mod uploads;

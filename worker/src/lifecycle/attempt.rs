@@ -8,8 +8,8 @@ use serde_json::json;
 use super::commit::{clear_lease, commit, touch};
 use super::events::{self, Appended, Event};
 use super::{Lease, LifecycleError};
-use crate::cost::CostDelta;
 use crate::notify::{Notifier, TaskSignal};
+use crate::research::cost::CostDelta;
 use crate::store::{self, begin_write};
 
 /// Why an attempt failed.

@@ -15,8 +15,8 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::{Lease, LifecycleError};
-use crate::cost::CostDelta;
 use crate::notify::{Notifier, TaskSignal};
+use crate::research::cost::CostDelta;
 use crate::store::boundaries::{BoundaryOutcome, BoundaryWrite, EventWrite, Landed, PartialWrite, TraceWrite};
 use crate::store::tasks::Fence;
 use crate::store::{self, begin_write};

@@ -44,7 +44,7 @@ pub(super) async fn check(
     if let Some(limit) = quotas.usd_per_tenant_per_day {
         let day_start = now - now.rem_euclid(DAY_MS);
         let spent = store::quotas::usd_nanos_spent_since(txn, tenant, day_start).await?;
-        if spent >= crate::cost::usd_to_nanos(limit) {
+        if spent >= crate::research::cost::usd_to_nanos(limit) {
             let what = "US dollars spent per tenant per day";
             let quota = QuotaRefusal::LABELS[1];
             return Err(QuotaRefusal { quota, what, limit, resets_at: Some(day_start + DAY_MS) }.counted());

@@ -17,8 +17,8 @@ use super::commit::{clear_lease, commit, touch};
 use super::events::{self, Appended, Event};
 use super::lease::Lease;
 use super::task_ref::TaskRef;
-use crate::cost::CostDelta;
 use crate::notify::{Notifier, TaskSignal};
+use crate::research::cost::CostDelta;
 use crate::store::{self, begin_write};
 
 /// What a stage asks a person.

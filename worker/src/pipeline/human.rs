@@ -5,7 +5,7 @@ use entity::research_task_job as job;
 use entity::research_task_wait::{CLARIFICATION, PLAN_APPROVAL};
 use sea_orm::{DatabaseConnection, DbErr};
 
-use crate::engine::{Clarification, limits_of};
+use crate::research::engine::{Clarification, limits_of};
 
 /// A task's waits, as a run needs them.
 #[derive(Debug, Clone, Default)]

@@ -6,8 +6,10 @@
 //! back from what the checkpoints committed when a run resumes mid-way, so a re-run after
 //! a crash resumes at the last committed stage with no duplicate and no gap.
 mod committer;
+mod drafts;
 mod human;
 mod keeper;
+mod passages;
 mod rounds;
 mod stages;
 
@@ -25,13 +27,21 @@ use tracing::Instrument as _;
 use uuid::Uuid;
 
 use crate::config::WorkerSettings;
-use crate::cost;
-use crate::cost::CostDelta;
-use crate::engine::{ResearchEngine, limits_of};
 use crate::grant;
 use crate::lifecycle::{self, Boundary, BoundaryStep, Claimed, Committed, FailOutcome, Failure, Lease, LifecycleError};
 use crate::notify::Notifier;
+use crate::research::cost;
+use crate::research::cost::CostDelta;
+use crate::research::engine::{ResearchEngine, limits_of};
 use stages::StageEnd;
+
+/// A database error met while running a stage (reading what earlier stages committed): a
+/// hiccup another attempt may get past.
+impl From<sea_orm::DbErr> for crate::research::engine::EngineError {
+    fn from(error: sea_orm::DbErr) -> Self {
+        Self::Transient(Box::new(error))
+    }
+}
 
 /// Everything a run needs; cheap to share between the jobs a worker runs at once.
 #[derive(Clone)]
@@ -42,6 +52,8 @@ pub struct Pipeline {
     pub notifier: Notifier,
     /// What each stage does.
     pub engine: Arc<dyn ResearchEngine>,
+    /// How the engine's searches rank passages (full text, or hybrid).
+    pub retriever: crate::knowledge::retrieve::Retriever,
     /// Leases, heartbeats, retries.
     pub settings: Arc<WorkerSettings>,
     /// The time every lifecycle write is stamped with.
@@ -147,8 +159,9 @@ impl Pipeline {
                 lease: &lease,
                 every: Duration::from_millis(self.settings.answer_draft_ms.max(1)),
             };
+            let library = passages::Library { db: &self.db, retriever: &self.retriever };
             let work = stages::run(
-                &self.db,
+                &library,
                 self.engine.as_ref(),
                 &task,
                 cancel.clone(),

@@ -10,7 +10,7 @@ use entity::{ResearchMode, research_task_partial_result as partial, research_tas
 use sea_orm::DatabaseConnection;
 use uuid::Uuid;
 
-use crate::engine::{EngineError, Passage, Plan, Retrieval};
+use crate::research::engine::{EngineError, Passage, Plan, Retrieval};
 use crate::store::journal;
 
 /// The rounds of one task: the one under way and what earlier ones kept.

@@ -8,16 +8,18 @@ use sea_orm::DatabaseConnection;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::drafts::flush_drafts;
 use super::human::Human;
+use super::passages::Library;
 use super::rounds::{self, Rounds};
-use crate::answer::{AnswerSink, flush_drafts};
-use crate::cost::{CallLog, CostDelta, CostReport};
-use crate::engine::{
-    Answer, Decision, EngineError, Passage, ResearchEngine, Retrieval, RoundsSoFar, StageContext, Staged, limits_of,
-};
 use crate::lifecycle::{Checkpoint, Completion, InputRequest, Lease};
 use crate::notify::Notifier;
-use crate::rounds::Outcome;
+use crate::research::answer::AnswerSink;
+use crate::research::cost::{CallLog, CostDelta, CostReport};
+use crate::research::engine::{
+    Answer, Decision, EngineError, Passage, ResearchEngine, Retrieval, RoundsSoFar, StageContext, Staged, limits_of,
+};
+use crate::research::rounds::Outcome;
 
 /// What a stage run writes besides its checkpoint: the answer draft, fenced by the lease.
 pub(super) struct Drafts<'a> {
@@ -68,7 +70,7 @@ impl StageEnd {
 
 /// Runs the engine for the task's stage and shapes what the boundary commits.
 pub(super) async fn run(
-    db: &DatabaseConnection,
+    library: &Library<'_>,
     engine: &dyn ResearchEngine,
     task: &job::Model,
     cancel: CancellationToken,
@@ -76,11 +78,12 @@ pub(super) async fn run(
     carried: Carried,
     human: &Human,
 ) -> Result<StageEnd, StageFailure> {
+    let db = library.db;
     let sink = AnswerSink::default();
     let calls = CallLog::default();
     // Steering notes matter to the decision after a round and to the answer: a round at
     // the round limit asks no decision, so it reads none (the hot path of one-round tasks).
-    let decides = |rounds: &Rounds| rounds.round < crate::rounds::max_rounds(task, rounds.mode);
+    let decides = |rounds: &Rounds| rounds.round < crate::research::rounds::max_rounds(task, rounds.mode);
     let needs_notes = match task.stage {
         Stage::Generating => true,
         Stage::Analyzing => carried.rounds.as_ref().is_none_or(decides),
@@ -95,7 +98,7 @@ pub(super) async fn run(
         Vec::new()
     };
     let ctx = StageContext {
-        db,
+        passages: library,
         job: task,
         cancel,
         answer: &sink,
@@ -105,7 +108,7 @@ pub(super) async fn run(
         waited_ms: human.waited_ms,
     };
     let stage = task.stage;
-    run_stage(&ctx, engine, &sink, drafts, carried, human).await.map_err(|error| {
+    run_stage(db, &ctx, engine, &sink, drafts, carried, human).await.map_err(|error| {
         // What the failed stage's calls spent still counts.
         let cost_delta =
             if calls.is_empty() { CostDelta::none() } else { account(stage, calls.total(), calls_report(&calls)).0 };
@@ -126,6 +129,7 @@ fn calls_report(calls: &CallLog) -> Value {
 }
 
 async fn run_stage(
+    db: &DatabaseConnection,
     ctx: &StageContext<'_>,
     engine: &dyn ResearchEngine,
     sink: &AnswerSink,
@@ -133,7 +137,7 @@ async fn run_stage(
     carried: Carried,
     human: &Human,
 ) -> Result<StageEnd, EngineError> {
-    let (db, task) = (ctx.db, ctx.job);
+    let task = ctx.job;
     let stage = task.stage;
     let Some(next_stage) = stage.next_in_pipeline().filter(|_| stage.is_running()) else {
         return Err(EngineError::Transient(format!("no engine stage for {}", stage.as_str()).into()));
@@ -283,7 +287,7 @@ async fn end_round(
     kept: &[Passage],
 ) -> Result<RoundEnd, EngineError> {
     let stop = |outcome| RoundEnd { outcome, queries: Vec::new(), cost: CostReport::default(), report: Value::Null };
-    if rounds.round >= crate::rounds::max_rounds(ctx.job, rounds.mode) {
+    if rounds.round >= crate::research::rounds::max_rounds(ctx.job, rounds.mode) {
         return Ok(stop(Outcome::MaxRounds));
     }
     if rounds.round > 1 && kept.is_empty() {
@@ -303,7 +307,7 @@ async fn end_round(
     let (outcome, queries) = match decided.output {
         Decision::Answered => (Outcome::Answered, Vec::new()),
         Decision::Search(proposed) => {
-            let queries = crate::rounds::next_queries(proposed, &rounds.searched, cap);
+            let queries = crate::research::rounds::next_queries(proposed, &rounds.searched, cap);
             if queries.is_empty() {
                 (Outcome::NoNewQueries, queries)
             } else if !fits_budget(ctx, engine, &queries, &evidence, decided.cost) {
@@ -321,7 +325,7 @@ async fn end_round(
 /// The most sub-queries a round may search: the mode's plan size within
 /// `limits.max_sub_queries`.
 fn sub_query_cap(task: &job::Model, mode: entity::ResearchMode) -> usize {
-    let cap = crate::engine::sub_query_count(mode).max(1);
+    let cap = crate::research::engine::sub_query_count(mode).max(1);
     match limits_of(task).max_sub_queries {
         Some(max) => cap.min(usize::try_from(max.get()).unwrap_or(cap)),
         None => cap,
@@ -338,10 +342,10 @@ fn fits_budget(
     evidence: &[Passage],
     stage_cost: CostReport,
 ) -> bool {
-    let Some(budget) = ctx.job.budget_usd.map(crate::cost::usd_to_nanos) else {
+    let Some(budget) = ctx.job.budget_usd.map(crate::research::cost::usd_to_nanos) else {
         return true;
     };
-    let left = budget - crate::cost::spent_nanos(&ctx.job.cost) - stage_cost.usd_nanos;
+    let left = budget - crate::research::cost::spent_nanos(&ctx.job.cost) - stage_cost.usd_nanos;
     engine.next_round_cost(ctx, queries.len(), evidence) <= left
 }
 

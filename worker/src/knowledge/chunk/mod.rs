@@ -18,7 +18,7 @@ use serde::Deserialize;
 use unicode_segmentation::UnicodeSegmentation as _;
 
 use self::block::Block;
-use crate::tokens::estimate_tokens;
+use crate::research::tokens::estimate_tokens;
 
 /// How documents are split (`KFS_CHUNK_TARGET_TOKENS`, `KFS_CHUNK_OVERLAP_TOKENS`,
 /// `KFS_CHUNK_MAX_PASSAGES`, `KFS_CHUNK_CONCURRENCY`, `KFS_CHUNK_WAIT_MS`).

@@ -22,8 +22,8 @@ pub use client::{CallError, ChatClient, ChatOutput, ChatRequest, Usage};
 pub use tokens::Counter;
 
 use crate::config::ChatEndpoint;
-use crate::cost::CostReport;
-use crate::engine::{
+use crate::research::cost::CostReport;
+use crate::research::engine::{
     Answer, BuiltinEngine, Clarification, Composer, Decision, EngineError, NO_EVIDENCE_ANSWER, Passage, Plan,
     ResearchEngine, Retrieval, RoundBounds, RoundsSoFar, StageContext, Staged, async_trait, limits_of, resolve_mode,
     split_query, sub_query_count,
@@ -108,10 +108,10 @@ impl OpenAiEngine {
                      ${:.9} of the ${:.9} budget is left",
                     call.stage,
                     call.request.model,
-                    crate::cost::nanos_to_usd(worst.usd_nanos),
+                    crate::research::cost::nanos_to_usd(worst.usd_nanos),
                     prompt_tokens,
                     output_limit,
-                    crate::cost::nanos_to_usd(left.max(0)),
+                    crate::research::cost::nanos_to_usd(left.max(0)),
                     ctx.job.budget_usd.unwrap_or_default(),
                 )));
             }

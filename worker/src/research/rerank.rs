@@ -78,7 +78,7 @@ impl Reranker {
         Ok(Some(Self {
             http,
             endpoint,
-            usd_nanos_per_search: crate::cost::usd_to_nanos(settings.usd_per_1k_searches / 1_000.0),
+            usd_nanos_per_search: crate::research::cost::usd_to_nanos(settings.usd_per_1k_searches / 1_000.0),
             max_retries: settings.max_retries,
             timeout,
         }))

@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use super::client::Message;
-use crate::engine::Passage;
+use crate::research::engine::Passage;
 
 /// The longest sub-query kept from a plan, in characters; longer ones are not queries.
 const MAX_SUB_QUERY_CHARS: usize = 500;
@@ -109,12 +109,12 @@ pub fn decision_messages(
 
 /// What a decision reply says: answered, or the queries to search next (possibly none).
 /// `None` when the reply says neither.
-pub fn parse_decision(reply: &str, question: &str) -> Option<crate::engine::Decision> {
+pub fn parse_decision(reply: &str, question: &str) -> Option<crate::research::engine::Decision> {
     let value = first_json(reply)?;
     if value.get("answered").and_then(Value::as_bool) == Some(true) {
-        return Some(crate::engine::Decision::Answered);
+        return Some(crate::research::engine::Decision::Answered);
     }
-    query_list(&value, question).map(crate::engine::Decision::Search)
+    query_list(&value, question).map(crate::research::engine::Decision::Search)
 }
 
 /// The repair conversation: the answer conversation, the answer that was wrong, and what
@@ -261,7 +261,7 @@ mod tests {
 
     #[test]
     fn decisions_and_verdicts_are_read_from_what_weak_models_write() {
-        use crate::engine::Decision;
+        use crate::research::engine::Decision;
         let q = "How do bees make honey?";
         assert_eq!(parse_decision(r#"Sure! {"answered": true}"#, q), Some(Decision::Answered));
         let more = r#"```json\n{"answered": false, "queries": ["wax glands", "wax glands"]}\n```"#;

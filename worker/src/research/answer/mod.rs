@@ -1,19 +1,14 @@
 //! The answer as it is written: engines push what the model writes through a
 //! [`Composer`], which checks citations ([`CitationFilter`]) and hands what is safe to show
 //! to the run's [`AnswerSink`]; the pipeline writes the sink to the task's answer draft at
-//! a bounded rate ([`flush_drafts`]), where `researchTaskAnswer` subscribers read it.
+//! a bounded rate (`crate::pipeline`), where `researchTaskAnswer` subscribers read it.
 mod citations;
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use sea_orm::DatabaseConnection;
 use tokio::sync::Notify;
 
 pub use citations::CitationFilter;
-
-use crate::lifecycle::{self, Lease, LifecycleError};
-use crate::notify::Notifier;
 
 /// Where an engine's answer goes while it is written. Cheap to clone; clones share it.
 #[derive(Clone, Default)]
@@ -73,7 +68,7 @@ impl AnswerSink {
     }
 
     /// A snapshot could not be written: offer it again.
-    fn retry_later(&self, snapshot: &Snapshot) {
+    pub(crate) fn retry_later(&self, snapshot: &Snapshot) {
         let mut state = self.lock();
         state.dirty = true;
         state.restarted |= snapshot.restarted;
@@ -138,35 +133,5 @@ impl<'a> Composer<'a> {
         self.text.push_str(&released);
         self.sink.append(&released);
         Composed { text: self.text, cited: self.filter.cited().to_vec(), removed: self.filter.removed().to_vec() }
-    }
-}
-
-/// Writes the sink to the task's answer draft whenever it changed, at most once per
-/// `every`, fenced by `lease`; runs until dropped, or until the lease is lost.
-pub async fn flush_drafts(
-    db: &DatabaseConnection,
-    notifier: &Notifier,
-    lease: &Lease,
-    sink: &AnswerSink,
-    every: Duration,
-) {
-    let mut generation: Option<i32> = None;
-    loop {
-        sink.changed().await;
-        let Some(snapshot) = sink.take_snapshot() else { continue };
-        if snapshot.restarted {
-            generation = None;
-        }
-        match lifecycle::write_answer_draft(db, notifier, lease, &snapshot.text, generation, entity::now_millis()).await
-        {
-            Ok(written) => generation = Some(written),
-            Err(LifecycleError::LeaseLost) => return std::future::pending().await,
-            // A missed write is not lost: the next one carries the whole text.
-            Err(error) => {
-                tracing::warn!(error = %error, "writing the answer draft failed");
-                sink.retry_later(&snapshot);
-            }
-        }
-        tokio::time::sleep(every).await;
     }
 }

@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use entity::{ResearchMode, research_task_job as job};
 use serde::{Deserialize, Serialize};
 
-use crate::engine::limits_of;
+use crate::research::engine::limits_of;
 
 /// Why the loop goes on after a round, or why it stops: the round payload's `decision`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

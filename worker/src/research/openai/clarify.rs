@@ -2,7 +2,7 @@
 use serde_json::{Value, json};
 
 use super::{Call, ChatRequest, OpenAiEngine, prompts};
-use crate::engine::{EngineError, StageContext, estimate_tokens};
+use crate::research::engine::{EngineError, StageContext, estimate_tokens};
 
 /// The most a clarification reply may write, in tokens.
 const CLARIFY_MAX_TOKENS: u32 = 128;

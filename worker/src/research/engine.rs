@@ -5,29 +5,41 @@
 use std::collections::{HashMap, HashSet};
 
 use entity::{ResearchMode, TaskLimits, research_task_job as job};
-use sea_orm::{DatabaseConnection, DbErr};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use unicode_segmentation::UnicodeSegmentation as _;
 
-pub use crate::answer::{AnswerSink, Composer};
 use crate::config::EngineSettings;
-use crate::knowledge::rerank::Reranker;
-pub use crate::knowledge::retrieve::Retriever;
-use crate::knowledge::search::{Found, Provenance, Scope};
+use crate::knowledge::search::{Found, Provenance};
 pub use crate::knowledge::search::{Ranker, RankerHit, search_terms};
+pub use crate::research::answer::{AnswerSink, Composer};
+use crate::research::rerank::Reranker;
 
 /// Re-exported so engines written elsewhere implement [`ResearchEngine`] with the same macro.
 pub use async_trait::async_trait;
 
-/// What a stage may use: the database (for retrieval), the task, a token cancelled when
-/// the worker loses its lease (engines that spawn work must stop on it), and where
-/// generation writes its answer as it goes.
+/// The retrieval port: how an engine reaches the passages of its task's space. The
+/// pipeline gives each stage one (searching the database); an engine never sees where the
+/// passages live.
+#[async_trait]
+pub trait PassageSearch: Send + Sync {
+    /// How many rankers each search runs (full text, and vectors when embeddings are on):
+    /// every one reads its own candidates, which a round's budget counts.
+    fn rankers(&self) -> i64;
+
+    /// For each of `queries`, in order, the best `limit` passages of `task`'s space among
+    /// the documents its `limits.filters` allow, best first.
+    async fn search(&self, task: &job::Model, queries: &[String], limit: u64) -> Result<Vec<Vec<Found>>, BoxError>;
+}
+
+/// What a stage may use: the passages of the task's space (through the retrieval port),
+/// the task, a token cancelled when the worker loses its lease (engines that spawn work
+/// must stop on it), and where generation writes its answer as it goes.
 pub struct StageContext<'a> {
-    /// The database the space's documents live in.
-    pub db: &'a DatabaseConnection,
+    /// Where the task's passages are searched.
+    pub passages: &'a dyn PassageSearch,
     /// The task as of its last checkpoint.
     pub job: &'a job::Model,
     /// Cancelled when the lease is lost or the worker stops.
@@ -37,7 +49,7 @@ pub struct StageContext<'a> {
     pub answer: &'a AnswerSink,
     /// Engines that call a model record every call here as it completes (or breaks), so
     /// what a stage spent counts even when the stage fails.
-    pub calls: &'a crate::cost::CallLog,
+    pub calls: &'a crate::research::cost::CallLog,
     /// The steering notes added to the task, oldest first (read for analysis and
     /// generation, which take them into account; empty for other stages).
     pub notes: &'a [String],
@@ -85,13 +97,13 @@ impl StageContext<'_> {
     /// What the task may still spend before its budget is passed, in nanodollars; `None`
     /// without a budget.
     pub fn budget_left_nanos(&self) -> Option<i64> {
-        let budget = crate::cost::usd_to_nanos(self.job.budget_usd?);
-        Some(budget - crate::cost::spent_nanos(&self.job.cost) - self.calls.total().usd_nanos)
+        let budget = crate::research::cost::usd_to_nanos(self.job.budget_usd?);
+        Some(budget - crate::research::cost::spent_nanos(&self.job.cost) - self.calls.total().usd_nanos)
     }
 }
 
-pub use crate::cost::CostReport;
-pub use crate::tokens::estimate_tokens;
+pub use crate::research::cost::CostReport;
+pub use crate::research::tokens::estimate_tokens;
 
 /// Any error a stage may pass on as its cause.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -255,9 +267,6 @@ pub enum EngineError {
     /// version, or damaged); retrying reads the same rows, so it may work after a fix.
     #[error("the output an earlier stage committed cannot be read")]
     Stored(#[source] serde_json::Error),
-    /// The database failed.
-    #[error(transparent)]
-    Database(#[from] DbErr),
 }
 
 impl EngineError {
@@ -347,24 +356,18 @@ pub fn limits_of(task: &job::Model) -> TaskLimits {
 }
 
 /// The built-in engine: no language model, so a re-run over the same passages
-/// recomputes the same output. Retrieval is full text, or hybrid with an embeddings
-/// endpoint ([`BuiltinEngine::with_retriever`]).
+/// recomputes the same output. It retrieves through the stage's [`PassageSearch`] (full
+/// text, or hybrid with an embeddings endpoint, as the pipeline configures it).
 #[derive(Debug, Clone, Default)]
 pub struct BuiltinEngine {
     settings: EngineSettings,
-    retriever: Retriever,
     reranker: Option<Reranker>,
 }
 
 impl BuiltinEngine {
-    /// An engine with these prices and defaults, retrieving by full text.
+    /// An engine with these prices and defaults.
     pub fn new(settings: EngineSettings) -> Self {
-        Self { settings, retriever: Retriever::full_text(), reranker: None }
-    }
-
-    /// An engine that retrieves with `retriever`.
-    pub fn with_retriever(settings: EngineSettings, retriever: Retriever) -> Self {
-        Self { settings, retriever, reranker: None }
+        Self { settings, reranker: None }
     }
 
     /// The same engine, putting each sub-query's candidates through `reranker` (when
@@ -381,17 +384,8 @@ impl BuiltinEngine {
         ctx: &StageContext<'_>,
         plan: &Plan,
     ) -> Result<(Vec<Retrieval>, CostReport, serde_json::Value), EngineError> {
-        let (tenant_id, knowledge_space_id) = (&ctx.job.tenant_id, ctx.job.knowledge_space_id);
-        // A task's filters are resolved to the space's matching documents once per round.
-        let allowed = match entity::TaskLimits::from_stored(&ctx.job.limits).filters {
-            Some(filters) => {
-                Some(crate::store::filtered::matching(ctx.db, tenant_id, knowledge_space_id, &filters).await?)
-            }
-            None => None,
-        };
-        let scope = Scope { tenant_id, knowledge_space_id, documents: allowed.as_deref() };
         let limit = self.settings.candidates_per_sub_query;
-        let all = self.retriever.search_many(ctx.db, scope, &plan.sub_queries, limit).await?;
+        let all = ctx.passages.search(ctx.job, &plan.sub_queries, limit).await.map_err(EngineError::Transient)?;
         let mut found = Vec::with_capacity(plan.sub_queries.len());
         let mut reranking = self.reranker.as_ref().map(|reranker| Reranking::new(reranker, ctx));
         for (sub_query, hits) in plan.sub_queries.iter().zip(all) {
@@ -535,7 +529,7 @@ pub(crate) struct RoundBounds {
 impl RoundBounds {
     pub(crate) fn of(engine: &BuiltinEngine, ctx: &StageContext<'_>, queries: usize, evidence: &[Passage]) -> Self {
         let queries = i64::try_from(queries).unwrap_or(i64::MAX);
-        let rankers = if engine.retriever.is_hybrid() { 2 } else { 1 };
+        let rankers = ctx.passages.rankers();
         let per_query = i64::try_from(engine.settings.candidates_per_sub_query).unwrap_or(i64::MAX);
         let top_k = ctx.job.top_k.map_or(engine.settings.default_top_k as i64, i64::from);
         let passage_tokens = evidence.iter().map(|passage| estimate_tokens(&passage.text)).max().unwrap_or(256).max(1);
@@ -553,7 +547,10 @@ impl RoundBounds {
 /// The extractive answer over `evidence` through the citation check like any answer (a
 /// clause that states nothing or repeats another goes), with the evidence it cites in
 /// citation order and the verdicts.
-fn grounded_extractive(query: &str, evidence: &[Passage]) -> (String, Vec<Passage>, Vec<crate::grounding::Check>) {
+fn grounded_extractive(
+    query: &str,
+    evidence: &[Passage],
+) -> (String, Vec<Passage>, Vec<crate::research::grounding::Check>) {
     if evidence.is_empty() {
         return (NO_EVIDENCE_ANSWER.to_owned(), Vec::new(), Vec::new());
     }
@@ -561,7 +558,7 @@ fn grounded_extractive(query: &str, evidence: &[Passage]) -> (String, Vec<Passag
     let texts: Vec<&str> =
         evidence.iter().map(|p| if p.text.is_empty() { p.snippet.as_str() } else { p.text.as_str() }).collect();
     let every: Vec<usize> = (0..evidence.len()).collect();
-    match crate::grounding::ground(&written, &texts, &every) {
+    match crate::research::grounding::ground(&written, &texts, &every) {
         Some(grounded) => {
             let used = grounded.cited.iter().filter_map(|&index| evidence.get(index).cloned()).collect();
             (grounded.text, used, grounded.checks)
@@ -709,7 +706,7 @@ impl<'a> Reranking<'a> {
 /// Puts `passages` in the reranker's order, each scored by it with a `rerank` entry among
 /// its rankers. Candidates the endpoint left out (one that caps `top_n`) follow, in fused
 /// order, scored below every ranked one.
-fn reorder(passages: &mut Vec<Passage>, order: &[crate::knowledge::rerank::Ranked]) {
+fn reorder(passages: &mut Vec<Passage>, order: &[crate::research::rerank::Ranked]) {
     let mut slots: Vec<Option<Passage>> = passages.drain(..).map(Some).collect();
     for (position, ranked) in order.iter().enumerate() {
         if let Some(mut passage) = slots.get_mut(ranked.index).and_then(Option::take) {

@@ -4,7 +4,7 @@ use serde_json::{Value, json};
 
 use super::ChatRequest;
 use super::{ANSWER_PROMPT_TOKENS, Call, DECISION_MAX_TOKENS, OpenAiEngine, prompts};
-use crate::engine::{Decision, EngineError, RoundsSoFar, StageContext, coverage_decision, estimate_tokens};
+use crate::research::engine::{Decision, EngineError, RoundsSoFar, StageContext, coverage_decision, estimate_tokens};
 
 impl OpenAiEngine {
     /// Asks whether the evidence so far answers the question, or what to search next.
@@ -30,7 +30,7 @@ impl OpenAiEngine {
         {
             return Err(EngineError::OverBudget(format!(
                 "a decision and the answer after it could cost ${:.9}",
-                crate::cost::nanos_to_usd(worst)
+                crate::research::cost::nanos_to_usd(worst)
             )));
         }
         let request = ChatRequest { model: model.clone(), messages, json: true, max_tokens: Some(DECISION_MAX_TOKENS) };

@@ -11,9 +11,9 @@ use entity::ResearchMode;
 use serde_json::{Value, json};
 
 use super::{Call, ChatRequest, OpenAiEngine, prompts};
-use crate::answer::Composed;
-use crate::engine::{Answer, Composer, EngineError, Passage, StageContext, limits_of};
-use crate::grounding::{self, Check, Grounded, Verdict, Vetoes};
+use crate::research::answer::Composed;
+use crate::research::engine::{Answer, Composer, EngineError, Passage, StageContext, limits_of};
+use crate::research::grounding::{self, Check, Grounded, Verdict, Vetoes};
 
 /// The most claims one answer's verification asks about.
 const MAX_VERIFICATIONS: usize = 16;
@@ -79,7 +79,7 @@ impl OpenAiEngine {
         let (text, cited, checks) = match grounded {
             Some(Grounded { text, cited, checks, .. }) => (text, cited, checks),
             None => {
-                let text = crate::engine::extractive(&ctx.question_with_notes(), evidence);
+                let text = crate::research::engine::extractive(&ctx.question_with_notes(), evidence);
                 let check =
                     Check { sentence: composed.text.clone(), citation: None, verdict: Verdict::ExtractiveFallback };
                 (text, (0..evidence.len()).collect(), vec![check])
