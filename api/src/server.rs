@@ -177,7 +177,7 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
         .await
         .context("connecting to and migrating the database")?
         .context("stopped before the database could be reached")?;
-    let prepared = worker::knowledge::prepare(&db, &settings.worker, entity::now_millis())
+    let prepared = worker::knowledge::prepare(&db, &settings.worker.chunk, &settings.worker.embeddings, entity::now_millis())
         .await
         .context("preparing the knowledge spaces' passages")?;
     if prepared.split > 0 || prepared.reconciled > 0 {
@@ -240,7 +240,7 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
         quota_upload_bytes_per_tenant: settings.quota_upload_bytes_per_tenant,
     };
     let splitter = worker::knowledge::index::Splitter::new(settings.worker.chunk);
-    let indexing = worker::knowledge::index::Indexing::from_settings(&settings.worker);
+    let indexing = worker::knowledge::index::Indexing::from_settings(settings.worker.chunk, &settings.worker.embeddings);
     let app = worker::app::App { db: db.clone(), notifier: notifier.clone(), rules, splitter, indexing };
     let state = AppState {
         db,

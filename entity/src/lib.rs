@@ -4,7 +4,7 @@ pub mod domain;
 pub mod tables;
 
 pub use domain::{
-    AccessChannel, Clock, DocumentFilters, FileMediaType, FileState, FilteredDocument, GrantDenial, IndexingStatus,
+    AccessChannel, Chunk, Clock, DocumentFilters, FileMediaType, FileState, FilteredDocument, GrantDenial, IndexingStatus,
     LifecycleCommand, LimitsError, MediaType, MemberRole, OutboxStatus, ProgressEventType, ResearchMode, Stage,
     TaskLimits, TransitionError, now_millis,
 };

@@ -6,6 +6,7 @@
 // Running a worker: its settings, the database, the loops, and what operators read.
 pub mod config;
 pub mod db;
+pub mod model_settings;
 pub mod observe;
 pub mod runtime;
 pub mod telemetry;
@@ -38,6 +39,8 @@ pub(crate) mod pipeline;
 
 // Inside the worker only.
 pub(crate) mod remote;
+pub(crate) mod retry;
+pub(crate) mod tokens;
 
 pub use config::WorkerSettings;
 pub use lifecycle::LifecycleError;

@@ -14,7 +14,8 @@ use serde::Serialize;
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::lifecycle::{LifecycleError, RetryPolicy};
+use crate::lifecycle::LifecycleError;
+use crate::retry::RetryPolicy;
 use crate::store::{self, begin_write};
 
 /// One `research.task` message (schema version 1).

@@ -2,6 +2,7 @@
 //! rules about them.
 
 mod channel;
+mod chunk;
 mod clock;
 mod document;
 mod event_type;
@@ -16,6 +17,7 @@ mod role;
 mod stage;
 
 pub use channel::AccessChannel;
+pub use chunk::Chunk;
 pub use clock::{Clock, now_millis};
 pub use document::{IndexingStatus, MediaType};
 pub use event_type::ProgressEventType;

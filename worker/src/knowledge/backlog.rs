@@ -15,7 +15,7 @@ use uuid::Uuid;
 
 use super::embeddings::{EmbedError, Embedder};
 use super::vectors;
-use crate::lifecycle::RetryPolicy;
+use crate::retry::RetryPolicy;
 use crate::store::embeddings::{self, DocumentLease, Settled};
 
 /// How the backlog is worked.

@@ -8,7 +8,7 @@ use secrecy::ExposeSecret as _;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::config::ModelEndpoint;
+use crate::model_settings::ModelEndpoint;
 use crate::remote::{describe_send_error, describe_status, read_bounded, retry_after};
 
 /// The largest response read: 64 embeddings of 3,072 dimensions as JSON are about 4 MiB.

@@ -23,9 +23,9 @@ pub struct Indexing {
 impl Indexing {
     /// What the settings ask for (an incomplete embeddings configuration counts as off;
     /// start-up refuses it before anything is written).
-    pub fn from_settings(settings: &crate::config::WorkerSettings) -> Self {
-        let embeddings_on = matches!(settings.embeddings.endpoint(), Ok(Some(_)));
-        Self { chunk: settings.chunk, embeddings_on }
+    pub fn from_settings(chunk: ChunkSettings, embeddings: &crate::model_settings::EmbeddingSettings) -> Self {
+        let embeddings_on = matches!(embeddings.endpoint(), Ok(Some(_)));
+        Self { chunk, embeddings_on }
     }
 }
 

@@ -16,7 +16,8 @@ pub mod vectors;
 
 use sea_orm::DatabaseConnection;
 
-use crate::config::WorkerSettings;
+use crate::knowledge::chunk::ChunkSettings;
+use crate::model_settings::EmbeddingSettings;
 
 /// What [`prepare`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,9 +34,14 @@ pub struct Prepared {
 /// the ones without passages, and settles indexing statuses (see
 /// [`backlog::reconcile`]). Both binaries call it at start; safe in several processes at
 /// once.
-pub async fn prepare(db: &DatabaseConnection, settings: &WorkerSettings, now: i64) -> anyhow::Result<Prepared> {
-    let chunk = settings.chunk.validated().map_err(anyhow::Error::msg)?;
-    let endpoint = settings.embeddings.endpoint().map_err(anyhow::Error::msg)?;
+pub async fn prepare(
+    db: &DatabaseConnection,
+    chunk: &ChunkSettings,
+    embeddings: &EmbeddingSettings,
+    now: i64,
+) -> anyhow::Result<Prepared> {
+    let chunk = chunk.validated().map_err(anyhow::Error::msg)?;
+    let endpoint = embeddings.endpoint().map_err(anyhow::Error::msg)?;
     if let Some(endpoint) = &endpoint {
         reqwest::Url::parse(&endpoint.base_url)
             .map_err(|error| anyhow::anyhow!("KFS_EMBEDDINGS_BASE_URL is not a URL ({error})"))?;

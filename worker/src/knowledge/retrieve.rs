@@ -7,7 +7,7 @@ use sea_orm::{DatabaseConnection, DbErr};
 
 use super::embeddings::Embedder;
 use super::search::{self, Found, Scope};
-use crate::config::EmbeddingSettings;
+use crate::model_settings::EmbeddingSettings;
 
 /// Retrieves a space's passages for research.
 #[derive(Debug, Clone, Default)]

@@ -1,6 +1,7 @@
 //! The end of an attempt that did not reach a boundary: a failure (retried later, or the
 //! task failed for good) or a release (graceful shutdown gives the lease back). Both are
 //! the lease holder's writes, fenced by its token.
+use crate::retry::RetryPolicy;
 use entity::{OutboxStatus, ProgressEventType, Stage, research_task_job as job};
 use sea_orm::{ConnectionTrait, DatabaseConnection};
 use serde_json::json;
@@ -34,26 +35,6 @@ pub enum FailOutcome {
     },
     /// The job ended in `failed`.
     Failed,
-}
-
-/// Exponential backoff with jitter for failed attempts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RetryPolicy {
-    /// The first delay, in milliseconds.
-    pub base_ms: i64,
-    /// The longest delay, in milliseconds.
-    pub cap_ms: i64,
-}
-
-impl RetryPolicy {
-    /// The delay before attempt `attempts + 1`: `base · 2^(attempts-1)` capped, then a
-    /// random point in its upper half, so workers that failed together do not retry together.
-    pub fn delay_ms(&self, attempts: i32) -> i64 {
-        let exponent = attempts.saturating_sub(1).clamp(0, 30) as u32;
-        let ceiling = self.base_ms.max(1).saturating_mul(1_i64 << exponent).min(self.cap_ms.max(1));
-        let floor = ceiling / 2;
-        if floor >= ceiling { ceiling } else { rand::random_range(floor..=ceiling) }
-    }
 }
 
 /// Locks the job and checks it still carries this lease: the fence of a lease holder's

@@ -26,7 +26,8 @@ mod steer;
 mod task_ref;
 mod wait;
 
-pub use attempt::{FailOutcome, Failure, RetryPolicy, fail_attempt, release};
+pub use crate::retry::RetryPolicy;
+pub use attempt::{FailOutcome, Failure, fail_attempt, release};
 pub use boundary::{
     Boundary, BoundaryStep, Checkpoint, Committed, Completion, checkpoint, commit_boundaries, commit_boundary, complete,
 };

@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use unicode_segmentation::UnicodeSegmentation as _;
 
-use crate::config::EngineSettings;
+use crate::model_settings::EngineSettings;
 use crate::knowledge::search::{Found, Provenance};
 pub use crate::knowledge::search::{Ranker, RankerHit, search_terms};
 pub use crate::research::answer::{AnswerSink, Composer};
@@ -103,7 +103,7 @@ impl StageContext<'_> {
 }
 
 pub use crate::research::cost::CostReport;
-pub use crate::research::tokens::estimate_tokens;
+pub use crate::tokens::estimate_tokens;
 
 /// Any error a stage may pass on as its cause.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;

@@ -14,4 +14,3 @@ pub mod grounding;
 pub(crate) mod openai;
 pub mod rerank;
 pub mod rounds;
-pub(crate) mod tokens;

@@ -10,7 +10,7 @@ use secrecy::ExposeSecret as _;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::config::{ModelEndpoint, RerankSettings};
+use crate::model_settings::{ModelEndpoint, RerankSettings};
 use crate::remote::{describe_send_error, describe_status, read_bounded, retry_after};
 
 /// The shortest and longest wait between two tries.

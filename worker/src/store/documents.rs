@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use super::pages::{PageKey, before};
 use super::{Dialect, dialect};
-use crate::knowledge::chunk::Chunk;
+use entity::Chunk;
 
 /// Passages inserted per statement (15 values each, well under SQLite's variable limit).
 const INSERT_BATCH: usize = 200;

@@ -18,7 +18,7 @@ use uuid::Uuid;
 
 use super::documents::{self, NewDocument};
 use super::{Dialect, begin_write, dialect};
-use crate::knowledge::chunk::Chunk;
+use entity::Chunk;
 
 /// The most bytes one part holds: a file is written and read a part at a time.
 pub const PART_BYTES: usize = 1 << 20;

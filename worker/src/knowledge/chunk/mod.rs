@@ -18,7 +18,7 @@ use serde::Deserialize;
 use unicode_segmentation::UnicodeSegmentation as _;
 
 use self::block::Block;
-use crate::research::tokens::estimate_tokens;
+use crate::tokens::estimate_tokens;
 
 /// How documents are split (`KFS_CHUNK_TARGET_TOKENS`, `KFS_CHUNK_OVERLAP_TOKENS`,
 /// `KFS_CHUNK_MAX_PASSAGES`, `KFS_CHUNK_CONCURRENCY`, `KFS_CHUNK_WAIT_MS`).
@@ -63,25 +63,7 @@ impl ChunkSettings {
     }
 }
 
-/// One passage of a document.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Chunk {
-    /// 0, 1, 2… in document order.
-    pub ordinal: i32,
-    /// Where it starts in the content, in Unicode code points.
-    pub char_start: usize,
-    /// Where it ends (exclusive), in Unicode code points.
-    pub char_end: usize,
-    /// The headings above it, outermost first.
-    pub heading_path: Vec<String>,
-    /// Its text, whitespace collapsed (markup removed for HTML and Markdown).
-    pub text: String,
-    /// Its size in estimated tokens.
-    pub tokens: usize,
-    /// The first and last page (1-based, inclusive) it comes from, for a PDF's text
-    /// (`knowledge::pages`); `None` for formats without pages.
-    pub pages: Option<(i32, i32)>,
-}
+pub use entity::Chunk;
 
 /// A document that splits into more passages than `KFS_CHUNK_MAX_PASSAGES` allows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

@@ -14,7 +14,7 @@ use secrecy::ExposeSecret as _;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::config::ChatEndpoint;
+use crate::model_settings::ChatEndpoint;
 use crate::remote::{describe_send_error, describe_status, error_identifiers, redact, retry_after};
 
 /// The most a response may hold, stream or body: a server that streams without end fails

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 pub use client::{CallError, ChatClient, ChatOutput, ChatRequest, Usage};
 pub use tokens::Counter;
 
-use crate::config::ChatEndpoint;
+use crate::model_settings::ChatEndpoint;
 use crate::research::cost::CostReport;
 use crate::research::engine::{
     Answer, BuiltinEngine, Clarification, Composer, Decision, EngineError, NO_EVIDENCE_ANSWER, Passage, Plan,
