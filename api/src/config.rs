@@ -220,6 +220,22 @@ impl Settings {
         self.jwt_issuers.iter().chain(&self.jwt.issuer)
     }
 
+    /// What verifying caller tokens is configured with.
+    pub fn identity_settings(&self) -> crate::auth::IdentitySettings {
+        crate::auth::IdentitySettings {
+            jwt_secret: self.jwt_secret.clone(),
+            jwt_previous_secrets: self.jwt_previous_secrets.clone(),
+            development_secret_refused: !self.development_mode() && self.uses_development_secret(),
+            leeway_seconds: self.jwt_leeway_seconds,
+            issuers: self.issuers().cloned().collect(),
+            jwks: crate::auth::JwksSettings {
+                timeout: std::time::Duration::from_millis(self.jwks_timeout_ms.max(1)),
+                refresh_interval: std::time::Duration::from_secs(self.jwks_refresh_seconds),
+                max_age: std::time::Duration::from_secs(self.jwks_max_age_seconds.max(1)),
+            },
+        }
+    }
+
     /// Loads defaults, then the TOML file (the given path, or `kfs.toml` if present), then
     /// `KFS_*` variables (`KFS_WORKER_<FIELD>` for the worker's), then `DATABASE_URL`.
     pub fn load(file: Option<&Path>) -> Result<Self, Box<figment::Error>> {

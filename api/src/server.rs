@@ -134,7 +134,7 @@ pub fn router(state: AppState, shutdown: CancellationToken) -> anyhow::Result<Ro
         .merge(websocket)
         .merge(health)
         .layer(axum::middleware::from_fn(http::track_metrics))
-        .layer(axum::middleware::from_fn(http::request_id::assign))
+        .layer(axum::middleware::from_fn(crate::request_id::assign))
         .layer(TraceLayer::new_for_http().make_span_with(http::request_span))
         // A panic is a bug, but it must cost one request, not the connection it came on:
         // answer it as an internal error (the panic itself is logged by the hook).
@@ -164,7 +164,7 @@ fn public_url(configured: Option<&str>, bound: std::net::SocketAddr) -> anyhow::
 /// this process too. Returns once the listener is bound.
 pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
     // Checks the token settings (issuers, and a real secret or a provider on PostgreSQL).
-    let identity = Arc::new(crate::auth::Identity::new(&settings)?);
+    let identity = Arc::new(crate::auth::Identity::new(settings.identity_settings())?);
     // A worker that cannot run its engine is refused before anything starts.
     let engine = match settings.embedded_worker {
         true => Some(worker::runtime::research_engine(&settings.worker).context("configuring the research engine")?),
@@ -177,9 +177,10 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
         .await
         .context("connecting to and migrating the database")?
         .context("stopped before the database could be reached")?;
-    let prepared = worker::knowledge::prepare(&db, &settings.worker.chunk, &settings.worker.embeddings, entity::now_millis())
-        .await
-        .context("preparing the knowledge spaces' passages")?;
+    let prepared =
+        worker::knowledge::prepare(&db, &settings.worker.chunk, &settings.worker.embeddings, entity::now_millis())
+            .await
+            .context("preparing the knowledge spaces' passages")?;
     if prepared.split > 0 || prepared.reconciled > 0 {
         tracing::info!(
             split = prepared.split,
@@ -240,7 +241,8 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
         quota_upload_bytes_per_tenant: settings.quota_upload_bytes_per_tenant,
     };
     let splitter = worker::knowledge::index::Splitter::new(settings.worker.chunk);
-    let indexing = worker::knowledge::index::Indexing::from_settings(settings.worker.chunk, &settings.worker.embeddings);
+    let indexing =
+        worker::knowledge::index::Indexing::from_settings(settings.worker.chunk, &settings.worker.embeddings);
     let app = worker::app::App { db: db.clone(), notifier: notifier.clone(), rules, splitter, indexing };
     let state = AppState {
         db,

@@ -1,14 +1,11 @@
 //! Verifying caller tokens: the HS256 secrets and the identity providers, built once at
 //! start from the settings.
-use std::time::Duration;
-
 use secrecy::SecretString;
 use serde::Deserialize;
 
 use super::issuers;
 use super::jwks::JwksSettings;
 use super::jwt::verify_token;
-use crate::config::Settings;
 use crate::error::ApiError;
 use worker::app::Principal;
 
@@ -20,18 +17,30 @@ pub struct Identity {
     leeway: u64,
 }
 
+/// What verifying tokens is configured with (the api's settings gather it).
+pub struct IdentitySettings {
+    /// The current HS256 secret (`KFS_JWT_SECRET`).
+    pub jwt_secret: SecretString,
+    /// Secrets still accepted after a rotation (`KFS_JWT_PREVIOUS_SECRETS`).
+    pub jwt_previous_secrets: Vec<SecretString>,
+    /// Whether the secret is the public development one on a server that must not take
+    /// it (outside development mode).
+    pub development_secret_refused: bool,
+    /// Clock skew allowed, in seconds.
+    pub leeway_seconds: u64,
+    /// The identity providers.
+    pub issuers: Vec<super::IssuerSettings>,
+    /// How their keys are fetched and kept.
+    pub jwks: JwksSettings,
+}
+
 impl Identity {
     /// From the settings. Outside development mode (always, on a database server) the
     /// public development secret is never accepted: a real `KFS_JWT_SECRET` or an identity
     /// provider must be configured.
-    pub fn new(settings: &Settings) -> anyhow::Result<Self> {
-        let jwks = JwksSettings {
-            timeout: Duration::from_millis(settings.jwks_timeout_ms.max(1)),
-            refresh_interval: Duration::from_secs(settings.jwks_refresh_seconds),
-            max_age: Duration::from_secs(settings.jwks_max_age_seconds.max(1)),
-        };
-        let issuers = issuers::Issuers::new(settings.issuers(), jwks)?;
-        let development_only = !settings.development_mode() && settings.uses_development_secret();
+    pub fn new(settings: IdentitySettings) -> anyhow::Result<Self> {
+        let issuers = issuers::Issuers::new(&settings.issuers, settings.jwks)?;
+        let development_only = settings.development_secret_refused;
         anyhow::ensure!(
             !development_only || !issuers.is_empty(),
             "KFS_JWT_SECRET (or an identity provider in KFS_JWT_ISSUERS) must be set when running on PostgreSQL (or with KFS_DEVELOPMENT=false)"
@@ -39,9 +48,9 @@ impl Identity {
         let secrets = if development_only {
             Vec::new()
         } else {
-            std::iter::once(settings.jwt_secret.clone()).chain(settings.jwt_previous_secrets.iter().cloned()).collect()
+            std::iter::once(settings.jwt_secret).chain(settings.jwt_previous_secrets).collect()
         };
-        Ok(Self { secrets, issuers, leeway: settings.jwt_leeway_seconds })
+        Ok(Self { secrets, issuers, leeway: settings.leeway_seconds })
     }
 
     /// Verifies a bearer JWT. A token whose (unverified) `iss` names a configured issuer is

@@ -10,25 +10,30 @@ mod jwks;
 mod jwt;
 
 pub use api_key::authenticate_api_key;
-pub use identity::Identity;
+pub use identity::{Identity, IdentitySettings};
 pub use issuers::{IssuerSettings, issuers_from_env};
 pub use jwks::JwksSettings;
 pub use jwt::{Claims, mint_token, verify_token};
 use worker::app::Principal;
 
 use crate::error::ApiError;
-use crate::state::AppState;
+use sea_orm::DatabaseConnection;
 
 /// Resolves an `Authorization` header value. No header means an anonymous request
 /// (`Ok(None)`); a header that names no valid credential is `Unauthenticated`.
-pub async fn authenticate(state: &AppState, header: Option<&str>) -> Result<Option<Principal>, ApiError> {
-    authenticate_for(state, header, None).await
+pub async fn authenticate(
+    db: &DatabaseConnection,
+    identity: &Identity,
+    header: Option<&str>,
+) -> Result<Option<Principal>, ApiError> {
+    authenticate_for(db, identity, header, None).await
 }
 
 /// [`authenticate`] for a request to `resource` (the MCP resource's URL), which a JWT may
 /// name as its audience.
 pub async fn authenticate_for(
-    state: &AppState,
+    db: &DatabaseConnection,
+    identity: &Identity,
     header: Option<&str>,
     resource: Option<&str>,
 ) -> Result<Option<Principal>, ApiError> {
@@ -47,8 +52,8 @@ pub async fn authenticate_for(
         .ok_or(ApiError::Unauthenticated)?;
     // API keys are `kfs_<id>_<secret>`; a JWT always starts with its base64url header.
     if credential.starts_with("kfs_") {
-        authenticate_api_key(&state.db, credential).await.map(Some)
+        authenticate_api_key(db, credential).await.map(Some)
     } else {
-        state.identity.verify_jwt_for(credential, resource).await.map(Some)
+        identity.verify_jwt_for(credential, resource).await.map(Some)
     }
 }

@@ -23,7 +23,7 @@ pub fn principal<'ctx>(ctx: &Context<'ctx>) -> Result<&'ctx Principal, ApiError>
 pub fn actor<'ctx>(ctx: &Context<'ctx>) -> Result<worker::app::audit::Actor<'ctx>, ApiError> {
     Ok(worker::app::audit::Actor {
         principal: principal(ctx)?,
-        request_id: ctx.data_opt::<crate::http::request_id::RequestId>().map(|id| id.0.as_str()),
+        request_id: ctx.data_opt::<crate::request_id::RequestId>().map(|id| id.0.as_str()),
     })
 }
 

@@ -5,6 +5,7 @@
 mod context;
 mod cost_limit;
 pub(crate) mod enums;
+pub(crate) mod error_codes;
 pub mod guard;
 mod lists;
 pub mod loaders;
@@ -48,7 +49,7 @@ fn builder() -> SchemaBuilder<QueryRoot, MutationRoot, SubscriptionRoot> {
         .limit_depth(MAX_DEPTH)
         .limit_complexity(MAX_COMPLEXITY)
         .limit_recursive_depth(MAX_RECURSIVE_DEPTH)
-        .extension(crate::http::ErrorCodes)
+        .extension(error_codes::ErrorCodes)
         .extension(spans::Spans)
         .extension(cost_limit::CostLimit)
 }

@@ -72,8 +72,8 @@ impl SubscriptionRoot {
     ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<KnowledgeDocument>> + use<>> {
         let start = async {
             let (caller, app) = (principal(ctx)?, state(ctx)?);
-            let first = readable_document(app, caller, document_id).await?.ok_or(ApiError::NotFound)?;
-            let documents = follow_document(app.clone(), caller.clone(), first);
+            let first = readable_document(&app.db, caller, document_id).await?.ok_or(ApiError::NotFound)?;
+            let documents = follow_document(&app.live, app.db.clone(), caller.clone(), first);
             Ok::<_, ApiError>(documents.map(|document| {
                 document.map(|(row, file)| KnowledgeDocument::with_file(row, file)).map_err(|error| error.to_gql())
             }))
@@ -92,13 +92,13 @@ async fn start_answer(
     let (caller, app) = (principal(ctx)?, state(ctx)?);
     let after = after_offset(after)?;
     visible_task(&app.db, caller, task_id).await?.ok_or(ApiError::NotFound)?;
-    let deltas = follow_answer(app, caller.clone(), task_id, after);
+    let deltas = follow_answer(&app.live, &app.db, caller.clone(), task_id, after);
     Ok(deltas.map(|delta| delta.map(ResearchTaskAnswerDelta::from).map_err(|error| error.to_gql())))
 }
 
 /// The stream, counted in `subscriptions_active{kind}` for as long as it lives.
 fn counted<S: Stream>(kind: &'static str, stream: S) -> impl Stream<Item = S::Item> {
-    let open = crate::http::Counted::new("subscriptions_active", kind);
+    let open = crate::gauges::Counted::new("subscriptions_active", kind);
     stream.map(move |item| {
         let _open = &open;
         item
@@ -117,6 +117,6 @@ async fn start<R: JournalRow>(
     let (caller, app) = (principal(ctx)?, state(ctx)?);
     let after = after_sequence(after)?;
     visible_task(&app.db, caller, task_id).await?.ok_or(ApiError::NotFound)?;
-    let rows = follow::<R>(app, caller.clone(), task_id, after);
+    let rows = follow::<R>(&app.live, &app.db, caller.clone(), task_id, after);
     Ok(rows.map(|row| row.map_err(|error| error.to_gql())))
 }

@@ -44,7 +44,7 @@ pub async fn admit_for(
     resource: Option<&str>,
 ) -> Result<Admitted, Refused> {
     let authorization = headers.get(header::AUTHORIZATION).and_then(|value| value.to_str().ok());
-    let authenticated = authenticate_for(state, authorization, resource).await;
+    let authenticated = authenticate_for(&state.db, &state.identity, authorization, resource).await;
     let checked = match (&authenticated, peer) {
         (Ok(Some(principal)), _) => state.rates.request(principal),
         // The database could not say whether the key is valid: not the caller's fault.

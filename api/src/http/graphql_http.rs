@@ -18,10 +18,10 @@ use serde_json::{Map, Value, json};
 use tracing::Instrument as _;
 
 use super::admission::{Admitted, Refused};
-use super::error_codes::is_request_error;
 use super::json_size::{self, MAX_JSON_VALUES};
 use super::media::Media;
 use crate::graphql::CostCheck;
+use crate::graphql::error_codes::is_request_error;
 use crate::graphql::{AppSchema, guard, operation_span};
 use crate::state::AppState;
 
@@ -281,7 +281,7 @@ async fn execute(
     if let Some(principal) = principal {
         request = crate::graphql::loaders::attach(request.data(principal).data(cost.clone()), &endpoint.state.db);
         request = crate::graphql::request_writes::attach(request);
-        if let Some(id) = crate::http::request_id::of(headers) {
+        if let Some(id) = crate::request_id::of(headers) {
             request = request.data(id);
         }
     }

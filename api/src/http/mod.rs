@@ -18,7 +18,6 @@
 //! operation and a span per object resolver.
 
 pub(crate) mod admission;
-pub(crate) mod error_codes;
 mod graphiql;
 mod graphql_http;
 mod health;
@@ -27,14 +26,12 @@ mod media;
 mod metrics;
 pub mod multipart;
 pub mod ops;
-pub mod request_id;
 mod ws;
 
-pub use error_codes::ErrorCodes;
 pub use graphiql::{assets as graphiql_assets, page as graphiql};
 pub use graphql_http::{GraphqlEndpoint, graphql_get, graphql_post};
 pub use health::{healthz, readyz};
-pub use metrics::{Counted, install as install_metrics, metrics, open_counts, track as track_metrics};
+pub use metrics::{install as install_metrics, metrics, track as track_metrics};
 pub use ws::{ConnectionLimits, WsEndpoint, graphql_ws};
 
 /// The span each HTTP request runs in (DEBUG, so exported traces have it and the logs do

@@ -17,7 +17,6 @@ use uuid::Uuid;
 use super::follow::{expiry, revocation};
 use super::{AnswerFollower, LiveHub, Topic, TopicEvent};
 use crate::error::ApiError;
-use crate::state::AppState;
 use worker::app::Principal;
 use worker::store::{answer_traces, tasks};
 
@@ -56,16 +55,17 @@ struct Feed {
 
 /// Follows the task's answer after `after` code points. The caller checked visibility.
 pub fn follow_answer(
-    app: &AppState,
+    hub: &LiveHub,
+    db: &DatabaseConnection,
     caller: Principal,
     task_id: Uuid,
     after: i32,
 ) -> impl Stream<Item = Result<AnswerDelta, ApiError>> + use<> {
-    let (topic, events) = app.live.subscribe(task_id);
+    let (topic, events) = hub.subscribe(task_id);
     let following = topic.follow_answer();
     let feed = Feed {
-        hub: app.live.clone(),
-        db: app.db.clone(),
+        hub: hub.clone(),
+        db: db.clone(),
         caller,
         task_id,
         after,

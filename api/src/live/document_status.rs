@@ -5,23 +5,28 @@
 
 use entity::{IndexingStatus, knowledge_document as document, knowledge_document_file as file};
 use futures_util::Stream;
+use sea_orm::DatabaseConnection;
 use uuid::Uuid;
 use worker::knowledge::uploads::{ShownStatus, shown_status};
 use worker::store::{documents, files};
 
 use super::document_watch::{DocumentFollower, Found, Snapshot, version};
+use super::hub::LiveHub;
 use crate::error::ApiError;
-use crate::state::AppState;
 use worker::app::Principal;
 use worker::app::access::space_access;
 
 /// The document, its file and its status, if `caller` may read it.
-pub async fn readable_document(app: &AppState, caller: &Principal, id: Uuid) -> Result<Option<Snapshot>, ApiError> {
-    let Some(found) = documents::find(&app.db, &caller.tenant_id, id).await? else { return Ok(None) };
-    if space_access(&app.db, caller, found.knowledge_space_id).await?.is_none() {
+pub async fn readable_document(
+    db: &DatabaseConnection,
+    caller: &Principal,
+    id: Uuid,
+) -> Result<Option<Snapshot>, ApiError> {
+    let Some(found) = documents::find(db, &caller.tenant_id, id).await? else { return Ok(None) };
+    if space_access(db, caller, found.knowledge_space_id).await?.is_none() {
         return Ok(None);
     }
-    let file = files::find(&app.db, id).await?;
+    let file = files::find(db, id).await?;
     let shown = shown_status(file.as_ref().map(|file| file.state), &found);
     Ok(Some((found, file, shown)))
 }
@@ -45,12 +50,13 @@ fn settled(shown: ShownStatus) -> bool {
 /// may no longer read it (removed, access revoked). Reads the document's shared watch, not
 /// the database ([`super::document_watch`]).
 pub fn follow_document(
-    app: AppState,
+    hub: &LiveHub,
+    db: DatabaseConnection,
     caller: Principal,
     first: Snapshot,
-) -> impl Stream<Item = Result<(document::Model, Option<file::Model>), ApiError>> {
+) -> impl Stream<Item = Result<(document::Model, Option<file::Model>), ApiError>> + use<> {
     struct State {
-        app: AppState,
+        db: DatabaseConnection,
         caller: Principal,
         follower: DocumentFollower,
         pending: Option<(document::Model, Option<file::Model>)>,
@@ -58,10 +64,10 @@ pub fn follow_document(
         seen: (i32, i64, i64),
         done: bool,
     }
-    let follower = app.live.follow_document(first.0.id, &caller, may_read);
+    let follower = hub.follow_document(first.0.id, &caller, may_read);
     let seen = version(&first);
     let (model, file, shown) = first;
-    let state = State { app, caller, follower, pending: Some((model, file)), last: shown, seen, done: false };
+    let state = State { db, caller, follower, pending: Some((model, file)), last: shown, seen, done: false };
     futures_util::stream::unfold(state, move |mut state| async move {
         if let Some(model) = state.pending.take() {
             state.done = settled(state.last);
@@ -84,7 +90,7 @@ pub fn follow_document(
                     // The shared check runs once a second; a change is delivered only to a
                     // caller who may read the space now (changes are few: one read each).
                     let space = snapshot.0.knowledge_space_id;
-                    match space_access(&state.app.db, &state.caller, space).await {
+                    match space_access(&state.db, &state.caller, space).await {
                         Ok(Some(_)) => {}
                         Ok(None) => {
                             state.done = true;

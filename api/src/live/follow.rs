@@ -15,7 +15,6 @@ use super::hub::LiveHub;
 pub use super::journal_row::JournalRow;
 use super::topic::Topic;
 use crate::error::ApiError;
-use crate::state::AppState;
 use worker::app::Principal;
 use worker::store::tasks;
 
@@ -57,15 +56,16 @@ struct Subscription<R> {
 
 /// Follows the task's journal after `after`. The caller checked visibility already.
 pub fn follow<R: JournalRow>(
-    app: &AppState,
+    hub: &LiveHub,
+    db: &DatabaseConnection,
     caller: Principal,
     task_id: Uuid,
     after: i32,
 ) -> impl Stream<Item = Result<R, ApiError>> + use<R> {
-    let (topic, events) = app.live.subscribe(task_id);
+    let (topic, events) = hub.subscribe(task_id);
     let subscription = Subscription {
-        hub: app.live.clone(),
-        db: app.db.clone(),
+        hub: hub.clone(),
+        db: db.clone(),
         caller,
         task_id,
         last: after,

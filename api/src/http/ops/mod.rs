@@ -55,7 +55,7 @@ fn secure(response: &mut Response, headers: &HeaderMap) {
 /// carries no operator's credential.
 async fn operator(state: &AppState, headers: &HeaderMap) -> Option<worker::app::Principal> {
     let authorization = headers.get(header::AUTHORIZATION).and_then(|value| value.to_str().ok());
-    match authenticate(state, authorization).await {
+    match authenticate(&state.db, &state.identity, authorization).await {
         Ok(Some(principal)) if state.is_operator(&principal) => Some(principal),
         _ => None,
     }
@@ -102,7 +102,7 @@ fn stream(state: AppState, expires_at: Option<i64>) -> Response {
         }
         let data = match ops::snapshot(&state.db, entity::now_millis()).await {
             Ok(snapshot) => {
-                let sockets: Vec<_> = crate::http::open_counts()
+                let sockets: Vec<_> = crate::gauges::open_counts()
                     .into_iter()
                     .map(|(name, kind, count)| json!({ "name": name, "kind": kind, "count": count }))
                     .collect();
@@ -123,7 +123,7 @@ fn stream(state: AppState, expires_at: Option<i64>) -> Response {
 /// `POST /ops/outbox/{id}/redeliver`: makes a dead outbox row pending again.
 async fn redeliver(state: AppState, headers: &HeaderMap, principal: worker::app::Principal, id: Uuid) -> Response {
     let now = entity::now_millis();
-    let request_id = crate::http::request_id::of(headers);
+    let request_id = crate::request_id::of(headers);
     let actor = audit::Actor { principal: &principal, request_id: request_id.as_ref().map(|id| id.0.as_str()) };
     let entry = audit::Entry {
         tenant_id: &principal.tenant_id,

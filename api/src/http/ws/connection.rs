@@ -26,9 +26,9 @@ use super::protocol::{Incoming, MAX_INBOUND_BYTES, Outgoing, Subprotocol, close,
 use super::upgrade::Socket;
 use crate::auth::authenticate;
 use crate::error::ApiError;
+use crate::graphql::error_codes::is_request_error;
 use crate::graphql::{guard, operation_span};
 use crate::http::GraphqlEndpoint;
-use crate::http::error_codes::is_request_error;
 use crate::live::KeyWatchGuard;
 use tracing::Instrument as _;
 use worker::app::Principal;
@@ -146,9 +146,9 @@ pub async fn serve(
     endpoint: GraphqlEndpoint,
     limits: ConnectionLimits,
     shutdown: CancellationToken,
-    request_id: Option<crate::http::request_id::RequestId>,
+    request_id: Option<crate::request_id::RequestId>,
 ) {
-    let _counted = crate::http::Counted::new("websocket_connections", "");
+    let _counted = crate::gauges::Counted::new("websocket_connections", "");
     let (sink, mut stream) = socket.split();
     let mut writer =
         Writer { sink, protocol, timeout: limits.send_timeout, max_message_bytes: limits.max_message_bytes };
@@ -202,7 +202,7 @@ pub async fn serve(
                         // Boxed: authentication may read the database, and its future
                         // inline would size every connection's task for its whole life.
                         let authorization = authorization(&payload);
-                        match Box::pin(authenticate(&endpoint.state, authorization.as_deref())).await {
+                        match Box::pin(authenticate(&endpoint.state.db, &endpoint.state.identity, authorization.as_deref())).await {
                             Ok(principal) => {
                                 let slot = match &principal {
                                     Some(principal) => match endpoint.state.rates.open_socket(principal) {
@@ -249,7 +249,7 @@ pub async fn serve(
                         let Some(current) = &session else { continue };
                         // As HTTP would, now: a key revoked or rotated since `connection_init`
                         // no longer authenticates, and neither does an expired token.
-                        let principal = match Box::pin(authenticate(&endpoint.state, current.authorization.as_deref())).await {
+                        let principal = match Box::pin(authenticate(&endpoint.state.db, &endpoint.state.identity, current.authorization.as_deref())).await {
                             Ok(principal) => principal,
                             Err(error) => {
                                 let dead = matches!(error, ApiError::Unauthenticated);
@@ -438,7 +438,7 @@ fn operation(
     principal: Option<Principal>,
     id: String,
     request: async_graphql::Request,
-    request_id: Option<crate::http::request_id::RequestId>,
+    request_id: Option<crate::request_id::RequestId>,
 ) -> BoxStream<'static, Outgoing> {
     let mut request = crate::graphql::loaders::attach(request, &endpoint.state.db);
     request = crate::graphql::request_writes::attach(request);

@@ -63,7 +63,7 @@ pub async fn graphql_ws(
         return rate_limited(&error, &checked);
     }
     // The upgrade's id stands for every operation of the connection.
-    let request_id = crate::http::request_id::of(&headers);
+    let request_id = crate::request_id::of(&headers);
     let Ok(permit) = endpoint.connections.clone().try_acquire_owned() else {
         return (StatusCode::SERVICE_UNAVAILABLE, "too many WebSocket connections").into_response();
     };
