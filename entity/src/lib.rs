@@ -4,8 +4,8 @@ pub mod domain;
 pub mod tables;
 
 pub use domain::{
-    AccessChannel, Chunk, Clock, DocumentFilters, FileMediaType, FileState, FilteredDocument, GrantDenial, IndexingStatus,
-    LifecycleCommand, LimitsError, MediaType, MemberRole, OutboxStatus, ProgressEventType, ResearchMode, Stage,
-    TaskLimits, TransitionError, now_millis,
+    AccessChannel, BundleKey, Chunk, Clock, DocumentFilters, FileMediaType, FileState, FilteredDocument, GrantDenial,
+    IndexingStatus, LifecycleCommand, LimitsError, MediaType, MemberRole, OutboxStatus, ProgressEventType,
+    ResearchMode, Stage, StageKey, TaskLimits, TransitionError, now_millis,
 };
 pub use tables::*;

@@ -460,7 +460,8 @@ pub fn extraction_policy(settings: &WorkerSettings) -> ExtractionPolicy {
         extract: settings.extract.clone(),
         max_extracted_bytes: settings.max_extracted_bytes,
         chunk: settings.chunk,
-        embeddings_on: crate::knowledge::index::Indexing::from_settings(settings.chunk, &settings.embeddings).embeddings_on,
+        embeddings_on: crate::knowledge::index::Indexing::from_settings(settings.chunk, &settings.embeddings)
+            .embeddings_on,
     }
 }
 

@@ -19,4 +19,3 @@ pub struct Chunk {
     /// (the worker's `knowledge::pages`); `None` for formats without pages.
     pub pages: Option<(i32, i32)>,
 }
-

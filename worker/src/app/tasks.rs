@@ -216,10 +216,11 @@ pub async fn overview(app: &App, caller: &Principal, id: Uuid) -> Result<TaskOve
     use entity::research_task_partial_result as partial;
     let db = &app.db;
     let task = visible_task(db, caller, id).await?.ok_or(AppError::NotFound)?;
-    let rounds_done = crate::store::journal::by_key_prefix::<partial::Entity, _>(db, task.id, "evidence")
+    let evidence_prefix = entity::BundleKey::EVIDENCE_PREFIX;
+    let rounds_done = crate::store::journal::by_key_prefix::<partial::Entity, _>(db, task.id, evidence_prefix)
         .await?
         .into_iter()
-        .filter(|row| row.idempotency_key == "evidence" || row.idempotency_key.starts_with("evidence:r"))
+        .filter(|row| entity::BundleKey::is_evidence(&row.idempotency_key))
         .count();
     let cost_usd = crate::research::cost::nanos_to_usd(crate::research::cost::spent_nanos(&task.cost));
     let awaiting = lifecycle::awaiting(db, &task).await?;

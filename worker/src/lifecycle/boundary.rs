@@ -160,10 +160,8 @@ impl Boundary {
                 id: Uuid::now_v7(),
                 event_type: ProgressEventType::StageChanged,
                 key: match &self.step {
-                    BoundaryStep::Checkpoint(step, _) if step.round > 1 => {
-                        format!("stage:{}:r{}", stage.as_str(), step.round)
-                    }
-                    _ => format!("stage:{}", stage.as_str()),
+                    BoundaryStep::Checkpoint(step, _) => entity::StageKey { stage, round: step.round }.encode(),
+                    _ => entity::StageKey { stage, round: 1 }.encode(),
                 },
                 payload,
             },

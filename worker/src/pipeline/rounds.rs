@@ -6,10 +6,14 @@
 //! analysed, and each round's plan is the one its `stage:retrieving…` event carries.
 use std::collections::HashSet;
 
-use entity::{ResearchMode, research_task_partial_result as partial, research_task_progress_event as progress};
+use entity::{
+    BundleKey, ResearchMode, Stage, StageKey, research_task_partial_result as partial,
+    research_task_progress_event as progress,
+};
 use sea_orm::DatabaseConnection;
 use uuid::Uuid;
 
+use super::records::{EvidenceBundle, RetrievalBundle};
 use crate::research::engine::{EngineError, Passage, Plan, Retrieval};
 use crate::store::journal;
 
@@ -75,12 +79,12 @@ impl Rounds {
 
 /// The key of round `round`'s `n`-th retrieval bundle.
 pub(super) fn retrieval_key(round: u32, n: usize) -> String {
-    if round <= 1 { format!("retrieval:{n}") } else { format!("retrieval:r{round}:{n}") }
+    BundleKey::Retrieval { round: round.max(1), n }.encode()
 }
 
 /// The key of round `round`'s evidence bundle.
 pub(super) fn evidence_key(round: u32) -> String {
-    if round <= 1 { "evidence".to_owned() } else { format!("evidence:r{round}") }
+    BundleKey::Evidence { round: round.max(1) }.encode()
 }
 
 /// Where the rounds stand, read back from the journal: the round under way is the one
@@ -89,16 +93,12 @@ pub(super) async fn load(db: &DatabaseConnection, task_id: Uuid) -> Result<(Roun
     let evidence = load_evidence(db, task_id).await?;
     let analysed = evidence.len();
     let round = u32::try_from(analysed).unwrap_or(u32::MAX).saturating_add(1);
-    let events = journal::by_key_prefix::<progress::Entity, _>(db, task_id, "stage:retrieving").await?;
+    let prefix = StageKey::prefix(Stage::Retrieving);
+    let events = journal::by_key_prefix::<progress::Entity, _>(db, task_id, &prefix).await?;
     let mut plans: Vec<(u32, Plan)> = Vec::new();
     for event in events {
-        let at = match event.idempotency_key.strip_prefix("stage:retrieving") {
-            Some("") => 1,
-            Some(rest) => match rest.strip_prefix(":r").and_then(|n| n.parse().ok()) {
-                Some(at) => at,
-                None => continue,
-            },
-            None => continue,
+        let Some(StageKey { round: at, .. }) = StageKey::decode(Stage::Retrieving, &event.idempotency_key) else {
+            continue;
         };
         if let Some(plan) = event.payload.get("plan").cloned() {
             plans.push((at, serde_json::from_value(plan).map_err(EngineError::Stored)?));
@@ -130,12 +130,12 @@ async fn approved_plan(db: &DatabaseConnection, task_id: Uuid) -> Result<Option<
 
 /// Every round's evidence bundle, in round order.
 pub(super) async fn load_evidence(db: &DatabaseConnection, task_id: Uuid) -> Result<Vec<Vec<Passage>>, EngineError> {
-    let rows = journal::by_key_prefix::<partial::Entity, _>(db, task_id, "evidence").await?;
+    let rows = journal::by_key_prefix::<partial::Entity, _>(db, task_id, BundleKey::EVIDENCE_PREFIX).await?;
     rows.into_iter()
-        .filter(|row| row.idempotency_key == "evidence" || row.idempotency_key.starts_with("evidence:r"))
-        .map(|row| match row.evidence_bundle.get("evidence").cloned() {
-            Some(evidence) => serde_json::from_value(evidence).map_err(EngineError::Stored),
-            None => Ok(Vec::new()),
+        .filter(|row| BundleKey::is_evidence(&row.idempotency_key))
+        .map(|row| {
+            let bundle: EvidenceBundle = serde_json::from_value(row.evidence_bundle).map_err(EngineError::Stored)?;
+            Ok(bundle.evidence)
         })
         .collect()
 }
@@ -146,11 +146,17 @@ pub(super) async fn load_retrievals(
     task_id: Uuid,
     round: u32,
 ) -> Result<Vec<Retrieval>, EngineError> {
-    let prefix = if round <= 1 { "retrieval:".to_owned() } else { format!("retrieval:r{round}:") };
+    let round = round.max(1);
+    let prefix = BundleKey::retrieval_prefix(round);
     let rows = journal::by_key_prefix::<partial::Entity, _>(db, task_id, &prefix).await?;
     rows.into_iter()
-        // Round 1's keys are `retrieval:<n>`; later rounds' share the prefix.
-        .filter(|row| round > 1 || !row.idempotency_key.starts_with("retrieval:r"))
-        .map(|row| serde_json::from_value(row.evidence_bundle).map_err(EngineError::Stored))
+        // Round 1's prefix also starts later rounds' keys: keep this round's.
+        .filter(|row| {
+            matches!(BundleKey::decode(&row.idempotency_key), Some(BundleKey::Retrieval { round: at, .. }) if at == round)
+        })
+        .map(|row| {
+            let bundle: RetrievalBundle = serde_json::from_value(row.evidence_bundle).map_err(EngineError::Stored)?;
+            Ok(bundle.retrieval)
+        })
         .collect()
 }

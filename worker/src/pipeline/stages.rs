@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::drafts::flush_drafts;
 use super::human::Human;
 use super::passages::Library;
+use super::records::{Analyzed, BundleKind, EvidenceBundle, Planned, RetrievalBundle, Retrieved, stored};
 use super::rounds::{self, Rounds};
 use crate::lifecycle::{Checkpoint, Completion, InputRequest, Lease};
 use crate::notify::Notifier;
@@ -170,7 +171,7 @@ async fn run_stage(
                 let request = InputRequest::PlanApproval { plan: json!(plan.output) };
                 return Ok(StageEnd::Await(request, account(stage, plan.cost, plan.report).0));
             }
-            let payload = json!({ "plan": plan.output });
+            let payload = stored(&Planned { plan: &plan.output });
             let carry = Carried { rounds: Some(Rounds::first(&plan.output)), ..Carried::default() };
             Ok(next(next_stage, 1, Vec::new(), plan.cost, plan.report, payload, carry))
         }
@@ -191,12 +192,11 @@ async fn run_stage(
                 .iter()
                 .enumerate()
                 .map(|(index, retrieval)| {
-                    let bundle =
-                        json!({ "kind": "retrieval", "sub_query": retrieval.sub_query, "passages": retrieval.passages });
-                    (rounds::retrieval_key(rounds.round, index + 1), bundle)
+                    let bundle = RetrievalBundle { kind: BundleKind::Retrieval, retrieval: retrieval.clone() };
+                    (rounds::retrieval_key(rounds.round, index + 1), stored(&bundle))
                 })
                 .collect();
-            let payload = json!({ "round": rounds.round, "sub_queries": plan.sub_queries.len() });
+            let payload = stored(&Retrieved { round: rounds.round, sub_queries: plan.sub_queries.len() });
             let round = rounds.round;
             let carry = Carried { retrievals: Some(found.output), rounds: Some(rounds), ..Carried::default() };
             Ok(next(next_stage, round, partial_results, found.cost, found.report, payload, carry))
@@ -212,25 +212,29 @@ async fn run_stage(
             };
             let kept = engine.analyze(ctx, &rounds.without_kept(found)).await?;
             let ended = end_round(ctx, engine, &rounds, &kept.output).await?;
-            let bundle = json!({ "kind": "evidence", "evidence": kept.output });
-            let partial_results = vec![(rounds::evidence_key(rounds.round), bundle)];
-            let mut payload = json!({
-                "evidence": kept.output.len(),
-                "round": rounds.round,
-                "queries": rounds.queries,
-                "new_evidence": kept.output.len(),
-                "decision": ended.outcome,
-                "notes_applied": ctx.notes.len(),
-            });
+            let bundle = EvidenceBundle { kind: BundleKind::Evidence, evidence: kept.output.clone() };
+            let partial_results = vec![(rounds::evidence_key(rounds.round), stored(&bundle))];
+            let mut analyzed = Analyzed {
+                evidence: kept.output.len(),
+                round: rounds.round,
+                queries: &rounds.queries,
+                new_evidence: kept.output.len(),
+                decision: ended.outcome,
+                notes_applied: ctx.notes.len(),
+                plan: None,
+            };
             let cost = plus(kept.cost, ended.cost);
             let report = with_decision(kept.report, ended.report);
             if ended.outcome.goes_on() {
+                analyzed.plan =
+                    Some(crate::research::engine::Plan { mode: rounds.mode, sub_queries: ended.queries.clone() });
+                let payload = stored(&analyzed);
                 let rounds = rounds.next(ended.queries, kept.output);
-                payload["plan"] = json!(rounds.plan());
                 let round = rounds.round;
                 let carry = Carried { rounds: Some(rounds), ..Carried::default() };
                 Ok(next(Stage::Retrieving, round, partial_results, cost, report, payload, carry))
             } else {
+                let payload = stored(&analyzed);
                 let mut evidence = rounds.evidence;
                 evidence.extend(kept.output);
                 let carry = Carried { evidence: Some(evidence), ..Carried::default() };

@@ -11,9 +11,9 @@ use uuid::Uuid;
 
 use unicode_segmentation::UnicodeSegmentation as _;
 
-use crate::model_settings::EngineSettings;
 use crate::knowledge::search::{Found, Provenance};
 pub use crate::knowledge::search::{Ranker, RankerHit, search_terms};
+use crate::model_settings::EngineSettings;
 pub use crate::research::answer::{AnswerSink, Composer};
 use crate::research::rerank::Reranker;
 
