@@ -285,13 +285,10 @@ async fn auto_resume(
     paused: job::Model,
     now: i64,
 ) -> Result<(job::Model, bool), LifecycleError> {
-    let mut payload = json!({ "automatic": true });
+    let mut said = None;
     if let Some(open) = store::waits::open(txn, paused.id).await? {
-        let said = end_wait(txn, open, Ending { resolution: "timed_out", ..Ending::default() }, now).await?;
-        if let (Some(fields), Some(said)) = (payload.as_object_mut(), said.as_object()) {
-            fields.extend(said.clone());
-        }
+        said = Some(end_wait(txn, open, Ending { resolution: "timed_out", ..Ending::default() }, now).await?);
     }
-    let (resumed, appended) = resume_locked(txn, paused, payload, now).await?;
+    let (resumed, appended) = resume_locked(txn, paused, true, said, now).await?;
     Ok((resumed, appended.webhooks))
 }

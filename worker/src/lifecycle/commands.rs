@@ -4,11 +4,11 @@
 //! clear the lease, which fences the running worker out.
 use entity::{LifecycleCommand, OutboxStatus, ProgressEventType, Stage, research_task_job as job};
 use sea_orm::DatabaseConnection;
-use serde_json::json;
 
 use super::LifecycleError;
 use super::commit::{clear_lease, commit, touch};
 use super::events::{self, Event};
+use super::records::{Commanded, stored};
 use super::task_ref::TaskRef;
 use super::wait::{Ending, end_wait};
 use crate::notify::{Notifier, TaskSignal};
@@ -76,13 +76,13 @@ async fn apply(
 
     // A task waiting for a person stops waiting: resumed without the input (round 1
     // searches the plan as proposed; no clarification), or canceled.
-    let mut said = json!({});
+    let mut said = None;
     if current.stage == Stage::Paused
         && command != LifecycleCommand::Pause
         && let Some(open) = store::waits::open(&txn, current.id).await?
     {
         let resolution = if command == LifecycleCommand::Resume { "resumed" } else { "canceled" };
-        said = end_wait(&txn, open, Ending { resolution, ..Ending::default() }, now).await?;
+        said = Some(end_wait(&txn, open, Ending { resolution, ..Ending::default() }, now).await?);
     }
     let mut row = current.clone();
     touch(&mut row, now);
@@ -119,12 +119,8 @@ async fn apply(
         store::outbox::close(&txn, updated.id, OutboxStatus::Canceled, now).await?;
     }
     let key = format!("{}:{}", event_name(event_type), updated.row_version);
-    let mut payload = json!({ "from_stage": current.stage, "resume_after": resume_after });
-    if command == LifecycleCommand::Resume
-        && let (Some(fields), Some(said)) = (payload.as_object_mut(), said.as_object())
-    {
-        fields.extend(said.clone());
-    }
+    let wait = if command == LifecycleCommand::Resume { said } else { None };
+    let payload = stored(&Commanded { from_stage: current.stage, resume_after, wait });
     let appended = events::append(&txn, &updated, Event { event_type, stage: target, key, payload }, now).await?;
     let signal = match command {
         LifecycleCommand::Resume => TaskSignal::work(updated.id),

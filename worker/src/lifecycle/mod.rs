@@ -20,6 +20,7 @@ mod events;
 mod fair;
 mod lease;
 mod quota;
+mod records;
 mod retention;
 mod seal;
 mod steer;

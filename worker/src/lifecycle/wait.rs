@@ -6,6 +6,8 @@
 //! a pause: `paused`, `paused_from_stage`, and `resume_after` as the wait's end, so a
 //! waiting task holds no lease and its timeout is an ordinary automatic resume.
 use entity::research_task_wait::{self as wait, CLARIFICATION, PLAN_APPROVAL};
+
+use super::records::{PausedForInput, Resumed, WaitEnded, stored};
 use entity::{OutboxStatus, ProgressEventType, Stage, TaskLimits, research_task_job as job};
 use sea_orm::{ConnectionTrait, DatabaseConnection};
 use serde_json::{Value, json};
@@ -92,7 +94,8 @@ pub async fn await_input(
     let paused = store::tasks::save(&txn, row).await?;
     store::outbox::close(&txn, paused.id, OutboxStatus::Canceled, now).await?;
     let reason = request.reason();
-    let mut payload = json!({ "from_stage": current.stage, "reason": reason, "resume_after": until });
+    let mut said =
+        PausedForInput { from_stage: current.stage, reason, resume_after: until, plan: None, question: None };
     let mut wait = wait::Model {
         id: Uuid::now_v7(),
         research_task_job_id: paused.id,
@@ -108,15 +111,16 @@ pub async fn await_input(
     };
     match request {
         InputRequest::PlanApproval { plan } => {
-            payload["plan"] = json!(plan_queries(&plan));
+            said.plan = Some(plan_queries(&plan));
             wait.proposed_plan = Some(plan);
         }
         InputRequest::Clarification { question } => {
-            payload["question"] = json!(question);
+            said.question = Some(question.clone());
             wait.question = Some(question);
         }
     }
     store::waits::insert(&txn, wait).await?;
+    let payload = stored(&said);
     let event =
         Event { event_type: ProgressEventType::Paused, stage: Stage::Paused, key: format!("paused:{reason}"), payload };
     let appended = events::append(&txn, &paused, event, now).await?;
@@ -146,7 +150,7 @@ pub(super) async fn end_wait<C: ConnectionTrait>(
     open: wait::Model,
     ending: Ending,
     now: i64,
-) -> Result<Value, LifecycleError> {
+) -> Result<WaitEnded, LifecycleError> {
     let mut row = open;
     let answered = ending.answer.is_some();
     row.resolved_at = Some(now.max(row.since));
@@ -156,26 +160,25 @@ pub(super) async fn end_wait<C: ConnectionTrait>(
         row.approved_plan = ending.approved_plan.or_else(|| row.proposed_plan.clone());
     }
     row.answer = ending.answer;
-    let mut said = json!({
-        "reason": row.reason,
-        "edited": ending.edited,
-        "answered": answered,
-        "timed_out": ending.resolution == "timed_out",
-    });
-    if let Some(plan) = &row.approved_plan {
-        said["plan"] = json!(plan_queries(plan));
-    }
+    let said = WaitEnded {
+        reason: row.reason.clone(),
+        edited: ending.edited,
+        answered,
+        timed_out: ending.resolution == "timed_out",
+        plan: row.approved_plan.as_ref().map(plan_queries),
+    };
     store::waits::save(txn, row).await?;
     metrics::counter!("research_task_waits_ended_total", "resolution" => ending.resolution).increment(1);
     Ok(said)
 }
 
 /// Puts the locked, paused task back in the stage it left, with a new outbox entry and a
-/// `RESUMED` event whose payload is `payload` plus `from_stage`.
+/// `RESUMED` event saying whether it resumed by itself and how its wait ended.
 pub(super) async fn resume_locked<C: ConnectionTrait>(
     txn: &C,
     paused: job::Model,
-    mut payload: Value,
+    automatic: bool,
+    wait: Option<WaitEnded>,
     now: i64,
 ) -> Result<(job::Model, Appended), LifecycleError> {
     let target = paused
@@ -192,7 +195,7 @@ pub(super) async fn resume_locked<C: ConnectionTrait>(
     let resumed = store::tasks::save(txn, row).await?;
     let revision = store::outbox::last_revision(txn, resumed.id).await? + 1;
     store::outbox::insert(txn, store::outbox::entry(&resumed, revision, now)).await?;
-    payload["from_stage"] = json!(Stage::Paused);
+    let payload = stored(&Resumed { automatic, wait, from_stage: Stage::Paused });
     let event = Event {
         event_type: ProgressEventType::Resumed,
         stage: target,
@@ -288,7 +291,7 @@ async fn answer(
         Input::Clarification(text) => Ending { resolution: "answered", answer: Some(text), ..Ending::default() },
     };
     let said = end_wait(&txn, open, ending, now).await?;
-    let (resumed, appended) = resume_locked(&txn, current, said, now).await?;
+    let (resumed, appended) = resume_locked(&txn, current, false, Some(said), now).await?;
     commit(txn, notifier, vec![TaskSignal::work(resumed.id).with_webhooks(appended.webhooks)]).await?;
     let counted = if wanted == PLAN_APPROVAL { "plan_approved" } else { "clarified" };
     metrics::counter!("research_task_commands_total", "command" => counted).increment(1);
