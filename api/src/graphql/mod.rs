@@ -7,7 +7,6 @@ mod cost_limit;
 pub(crate) mod enums;
 pub(crate) mod error_codes;
 pub mod guard;
-mod lists;
 pub mod loaders;
 pub(crate) mod mutation;
 mod query;

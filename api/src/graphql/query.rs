@@ -7,14 +7,12 @@ use uuid::Uuid;
 
 use super::context::{principal, state};
 use super::enums::GqlStage;
-use super::lists;
-use super::relay::{self, PageArgs};
+use super::relay;
 use super::types::{AnswerTrace, AuditEvent, KnowledgeDocument, KnowledgeSpace, ResearchTask, Viewer, WebhookDelivery};
 use crate::error::{ApiError, IntoGql};
-use worker::app::access::{self, space_access};
+use worker::app::access;
 use worker::app::limits::{DEFAULT_PAGE, MAX_PAGE};
-use worker::store::pages::PageKey;
-use worker::store::{documents, spaces};
+use worker::app::lists;
 
 /// Reads.
 #[derive(Default)]
@@ -30,12 +28,8 @@ impl QueryRoot {
     /// A space the caller belongs to (or, for an API key, the key's space).
     async fn knowledge_space(&self, ctx: &Context<'_>, id: Uuid) -> async_graphql::Result<Option<KnowledgeSpace>> {
         let run = async {
-            let (caller, db) = (principal(ctx)?, &state(ctx)?.db);
-            let Some(access) = space_access(db, caller, id).await? else {
-                return Ok(None);
-            };
-            let found = spaces::find(db, &caller.tenant_id, id).await?;
-            Ok::<_, ApiError>(found.map(|space| KnowledgeSpace { space, viewer_role: access.role() }))
+            let found = worker::app::spaces::find(&state(ctx)?.app, principal(ctx)?, id).await?;
+            Ok::<_, ApiError>(found.map(|(space, viewer_role)| KnowledgeSpace { space, viewer_role }))
         };
         run.await.gql()
     }
@@ -47,12 +41,8 @@ impl QueryRoot {
         id: Uuid,
     ) -> async_graphql::Result<Option<KnowledgeDocument>> {
         let run = async {
-            let (caller, db) = (principal(ctx)?, &state(ctx)?.db);
-            let Some(document) = documents::find(db, &caller.tenant_id, id).await? else {
-                return Ok(None);
-            };
-            let readable = space_access(db, caller, document.knowledge_space_id).await?.is_some();
-            Ok::<_, ApiError>(readable.then_some(KnowledgeDocument::new(document)))
+            let found = worker::app::documents::find(&state(ctx)?.app, principal(ctx)?, id).await?;
+            Ok::<_, ApiError>(found.map(KnowledgeDocument::new))
         };
         run.await.gql()
     }
@@ -66,24 +56,12 @@ impl QueryRoot {
         after: Option<String>,
     ) -> async_graphql::Result<Connection<String, KnowledgeSpace>> {
         let run = async {
-            let (caller, db) = (principal(ctx)?, &state(ctx)?.db);
-            let args = PageArgs::parse(first, after)?;
-            let key = |node: &KnowledgeSpace| PageKey { at: node.space.created_at, id: node.space.id };
-            let mut nodes = Vec::new();
-            if let Some(api_key) = &caller.api_key {
-                // A key sees exactly one space: a list of at most one, still paged by cursor.
-                let found = spaces::find(db, &caller.tenant_id, api_key.knowledge_space_id).await?;
-                nodes.extend(found.map(|space| KnowledgeSpace { space, viewer_role: None }));
-                nodes.retain(|node| args.after.is_none_or(|after| (key(node).at, key(node).id) < (after.at, after.id)));
-            } else {
-                let rows = spaces::page_for_member(db, &caller.tenant_id, &caller.subject_id, args.after, args.fetch())
-                    .await?;
-                for space in rows {
-                    let access = space_access(db, caller, space.id).await?;
-                    nodes.push(KnowledgeSpace { viewer_role: access.and_then(|access| access.role()), space });
-                }
-            }
-            Ok::<_, ApiError>(relay::build(&args, nodes, false, key, |node| node))
+            let (caller, app) = (principal(ctx)?, &state(ctx)?.app);
+            let args = relay::parse(first, after)?;
+            let listed = lists::knowledge_spaces(app, caller, args).await?;
+            let key = |(space, _): &(_, _)| lists::space_key(space);
+            let node = |(space, viewer_role)| KnowledgeSpace { space, viewer_role };
+            Ok::<_, ApiError>(relay::listed(&args, listed, key, node))
         };
         run.await.gql()
     }
@@ -109,10 +87,11 @@ impl QueryRoot {
         after: Option<String>,
     ) -> async_graphql::Result<Connection<String, ResearchTask>> {
         let run = async {
-            let (caller, db) = (principal(ctx)?, &state(ctx)?.db);
-            let args = PageArgs::parse(first, after)?;
+            let (caller, app) = (principal(ctx)?, &state(ctx)?.app);
+            let args = relay::parse(first, after)?;
             let stages = stages.map(|stages| stages.into_iter().map(Stage::from).collect());
-            lists::research_tasks(db, caller, knowledge_space_id, stages, args).await
+            let listed = lists::research_tasks(app, caller, knowledge_space_id, stages, args).await?;
+            Ok::<_, ApiError>(relay::listed(&args, listed, lists::task_key, ResearchTask))
         };
         run.await.gql()
     }
@@ -137,12 +116,10 @@ impl QueryRoot {
         after: Option<String>,
     ) -> async_graphql::Result<Connection<String, WebhookDelivery>> {
         let run = async {
-            let (caller, db) = (principal(ctx)?, &state(ctx)?.db);
-            let args = PageArgs::parse(first, after)?;
-            access::owned_endpoint(db, caller, endpoint_id).await?;
-            let rows = worker::store::webhooks::deliveries(db, endpoint_id, args.after, args.fetch()).await?;
-            let key = |row: &entity::webhook_delivery::Model| PageKey { at: row.created_at, id: row.id };
-            Ok::<_, ApiError>(relay::build(&args, rows, false, key, WebhookDelivery))
+            let (caller, app) = (principal(ctx)?, &state(ctx)?.app);
+            let args = relay::parse(first, after)?;
+            let listed = lists::webhook_deliveries(app, caller, endpoint_id, args).await?;
+            Ok::<_, ApiError>(relay::listed(&args, listed, lists::delivery_key, WebhookDelivery))
         };
         run.await.gql()
     }
@@ -157,9 +134,10 @@ impl QueryRoot {
         after: Option<String>,
     ) -> async_graphql::Result<Connection<String, AnswerTrace>> {
         let run = async {
-            let (caller, db) = (principal(ctx)?, &state(ctx)?.db);
-            let args = PageArgs::parse(first, after)?;
-            lists::answer_traces(db, caller, knowledge_space_id, args).await
+            let (caller, app) = (principal(ctx)?, &state(ctx)?.app);
+            let args = relay::parse(first, after)?;
+            let listed = lists::answer_traces(app, caller, knowledge_space_id, args).await?;
+            Ok::<_, ApiError>(relay::listed(&args, listed, lists::trace_key, AnswerTrace))
         };
         run.await.gql()
     }
@@ -178,25 +156,10 @@ impl QueryRoot {
         after: Option<String>,
     ) -> async_graphql::Result<Connection<String, AuditEvent>> {
         let run = async {
-            let (caller, app) = (principal(ctx)?, state(ctx)?);
-            let args = PageArgs::parse(first, after)?;
-            if let Some(tenant) = &tenant_id {
-                worker::app::limits::text("tenantId", tenant, worker::app::limits::MAX_NAME_CHARS)?;
-            }
-            let (tenant, space) = if app.is_operator(caller) {
-                (tenant_id, knowledge_space_id)
-            } else {
-                if tenant_id.is_some() {
-                    return Err(ApiError::bad_input("tenantId is for operators; owners name their knowledgeSpaceId"));
-                }
-                let space = knowledge_space_id
-                    .ok_or_else(|| ApiError::bad_input("knowledgeSpaceId is required (the space whose log to read)"))?;
-                access::require_role(&app.db, caller, space, entity::MemberRole::can_manage).await?;
-                (Some(caller.tenant_id.clone()), Some(space))
-            };
-            let rows = worker::store::audit::page(&app.db, tenant.as_deref(), space, args.after, args.fetch()).await?;
-            let key = |row: &entity::audit_event::Model| PageKey { at: row.created_at, id: row.id };
-            Ok::<_, ApiError>(relay::build(&args, rows, false, key, AuditEvent))
+            let (caller, app) = (principal(ctx)?, &state(ctx)?.app);
+            let args = relay::parse(first, after)?;
+            let listed = lists::audit_events(app, caller, knowledge_space_id, tenant_id, args).await?;
+            Ok::<_, ApiError>(relay::listed(&args, listed, lists::audit_key, AuditEvent))
         };
         run.await.gql()
     }

@@ -6,32 +6,16 @@ use uuid::Uuid;
 
 use crate::error::ApiError;
 use worker::app::limits::{DEFAULT_PAGE, page_size};
-use worker::store::pages::PageKey;
+pub use worker::app::lists::{Listed, Page as PageArgs, PageKey};
 
-/// A validated `first`/`after` pair.
-#[derive(Debug, Clone, Copy)]
-pub struct PageArgs {
-    /// How many nodes to return.
-    pub size: u64,
-    /// Where the previous page ended.
-    pub after: Option<PageKey>,
-}
-
-impl PageArgs {
-    /// Validates `first` (0..=100, default 20) and decodes `after`.
-    pub fn parse(first: Option<i32>, after: Option<String>) -> Result<Self, ApiError> {
-        let size = page_size(first, DEFAULT_PAGE)?;
-        let after = match after {
-            None => None,
-            Some(cursor) => Some(decode(&cursor)?),
-        };
-        Ok(Self { size, after })
-    }
-
-    /// The rows to fetch: one more than the page, to learn whether another page follows.
-    pub fn fetch(&self) -> u64 {
-        self.size + 1
-    }
+/// Validates `first` (0..=100, default 20) and decodes `after`.
+pub fn parse(first: Option<i32>, after: Option<String>) -> Result<PageArgs, ApiError> {
+    let size = page_size(first, DEFAULT_PAGE)?;
+    let after = match after {
+        None => None,
+        Some(cursor) => Some(decode(&cursor)?),
+    };
+    Ok(PageArgs { size, after })
 }
 
 /// The opaque cursor of a row.
@@ -61,4 +45,14 @@ pub fn build<R, N: OutputType>(
     let mut connection = Connection::new(args.after.is_some(), has_next);
     connection.edges.extend(rows.into_iter().take(size).map(|row| Edge::new(encode(key(&row)), node(row))));
     connection
+}
+
+/// A connection of what a list operation answered.
+pub fn listed<R, N: OutputType>(
+    args: &PageArgs,
+    listed: Listed<R>,
+    key: impl Fn(&R) -> PageKey,
+    node: impl Fn(R) -> N,
+) -> Connection<String, N> {
+    build(args, listed.rows, listed.maybe_more, key, node)
 }

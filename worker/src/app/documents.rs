@@ -339,3 +339,30 @@ async fn store_parts(txn: &DatabaseTransaction, document_id: Uuid, content: std:
         index += 1;
     }
 }
+
+/// The document `id`, if the caller may read its space (else `None`, as for a missing id).
+pub async fn find(app: &App, caller: &Principal, id: Uuid) -> Result<Option<document::Model>, AppError> {
+    let Some(document) = documents::find(&app.db, &caller.tenant_id, id).await? else {
+        return Ok(None);
+    };
+    let readable = super::access::space_access(&app.db, caller, document.knowledge_space_id).await?.is_some();
+    Ok(readable.then_some(document))
+}
+
+/// The passages of a document the caller was shown, after ordinal `after`, at most `size`.
+pub async fn passages(
+    app: &App,
+    document: &document::Model,
+    after: i32,
+    size: u64,
+) -> Result<Vec<entity::knowledge_passage::Model>, AppError> {
+    Ok(documents::passages(&app.db, document.id, after, size).await?)
+}
+
+/// The uploaded file of a document the caller was shown, if it has one.
+pub async fn file(
+    app: &App,
+    document: &document::Model,
+) -> Result<Option<entity::knowledge_document_file::Model>, AppError> {
+    Ok(files::find(&app.db, document.id).await?)
+}

@@ -16,6 +16,7 @@ pub mod key_secret;
 pub mod keys;
 pub mod library;
 pub mod limits;
+pub mod lists;
 mod principal;
 pub mod spaces;
 pub mod tasks;

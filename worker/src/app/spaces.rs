@@ -123,3 +123,73 @@ fn member_entry<'a>(member: &'a member::Model, action: &'static str, details: Va
         details,
     }
 }
+
+/// The space `id` with the caller's role there, if the caller may see it.
+pub async fn find(
+    app: &App,
+    caller: &Principal,
+    id: Uuid,
+) -> Result<Option<(space::Model, Option<MemberRole>)>, AppError> {
+    let Some(access) = space_access(&app.db, caller, id).await? else {
+        return Ok(None);
+    };
+    Ok(spaces::find(&app.db, &caller.tenant_id, id).await?.map(|space| (space, access.role())))
+}
+
+/// A space as a caller was shown it (by [`find`] or a list): the row and the caller's role
+/// there (none for an API key). What the space holds is read through it.
+#[derive(Clone, Copy)]
+pub struct Shown<'a> {
+    /// The space.
+    pub space: &'a space::Model,
+    /// The caller's role there.
+    pub role: Option<MemberRole>,
+}
+
+impl Shown<'_> {
+    /// FORBIDDEN unless the caller manages the space.
+    fn require_owner(&self) -> Result<(), AppError> {
+        match self.role {
+            Some(role) if role.can_manage() => Ok(()),
+            _ => Err(AppError::Forbidden),
+        }
+    }
+}
+
+/// The space's current members. Owners only.
+pub async fn members(app: &App, shown: Shown<'_>) -> Result<Vec<member::Model>, AppError> {
+    shown.require_owner()?;
+    Ok(members::list_active(&app.db, &shown.space.tenant_id, shown.space.id).await?)
+}
+
+/// The space's API keys, revoked ones included. Owners only.
+pub async fn api_keys(app: &App, shown: Shown<'_>) -> Result<Vec<entity::api_key::Model>, AppError> {
+    shown.require_owner()?;
+    Ok(crate::store::api_keys::list_for_space(&app.db, &shown.space.tenant_id, shown.space.id).await?)
+}
+
+/// The caller's own webhook endpoints in the space, oldest first.
+pub async fn webhook_endpoints(
+    app: &App,
+    caller: &Principal,
+    shown: Shown<'_>,
+) -> Result<Vec<entity::webhook_endpoint::Model>, AppError> {
+    let (tenant, subject) = (&caller.tenant_id, &caller.subject_id);
+    Ok(crate::store::webhooks::list_owned(&app.db, tenant, shown.space.id, subject).await?)
+}
+
+/// One page of the space's documents, newest first.
+pub async fn documents(
+    app: &App,
+    shown: Shown<'_>,
+    page: super::lists::Page,
+) -> Result<super::lists::Listed<entity::knowledge_document::Model>, AppError> {
+    let (tenant, space) = (&shown.space.tenant_id, shown.space.id);
+    let rows = crate::store::documents::page(&app.db, tenant, space, page.after, page.fetch()).await?;
+    Ok(super::lists::Listed { rows, maybe_more: false })
+}
+
+/// Where a document sits in [`documents`]'s order.
+pub fn document_key(document: &entity::knowledge_document::Model) -> super::lists::PageKey {
+    super::lists::PageKey { at: document.created_at, id: document.id }
+}

@@ -260,3 +260,48 @@ pub async fn progress_after(
     let events = crate::store::journal::after::<progress::Entity, _>(&app.db, id, after, limit).await?;
     Ok((task, events))
 }
+
+// What a task the caller was shown holds. The task passed `visible_task` (or a list that
+// checks the same), so these read by its id.
+
+/// The task's progress events after sequence `after`, at most `size`.
+pub async fn progress_events(
+    app: &App,
+    task: &job::Model,
+    after: i32,
+    size: u64,
+) -> Result<Vec<entity::research_task_progress_event::Model>, AppError> {
+    use entity::research_task_progress_event as progress;
+    Ok(crate::store::journal::after::<progress::Entity, _>(&app.db, task.id, after, size).await?)
+}
+
+/// The task's partial results after sequence `after`, at most `size`.
+pub async fn partial_results(
+    app: &App,
+    task: &job::Model,
+    after: i32,
+    size: u64,
+) -> Result<Vec<entity::research_task_partial_result::Model>, AppError> {
+    use entity::research_task_partial_result as partial;
+    Ok(crate::store::journal::after::<partial::Entity, _>(&app.db, task.id, after, size).await?)
+}
+
+/// The task's steering notes, oldest first.
+pub async fn notes(app: &App, task: &job::Model) -> Result<Vec<entity::research_task_note::Model>, AppError> {
+    Ok(crate::store::notes::of_task(&app.db, task.id).await?)
+}
+
+/// The task's waits for a person, open and ended.
+pub async fn waits(app: &App, task: &job::Model) -> Result<Vec<entity::research_task_wait::Model>, AppError> {
+    Ok(crate::store::waits::of_task(&app.db, task.id).await?)
+}
+
+/// The task's answer trace, owned by the task's own subject.
+pub async fn answer_trace(app: &App, task: &job::Model) -> Result<Option<entity::answer_trace::Model>, AppError> {
+    Ok(crate::store::answer_traces::find_for_task(&app.db, &task.tenant_id, &task.subject_id, task.id).await?)
+}
+
+/// The citation checks of an answer trace the caller was shown.
+pub async fn citation_checks(app: &App, trace: &entity::answer_trace::Model) -> Result<Option<Value>, AppError> {
+    Ok(crate::store::answer_traces::checks_for(&app.db, &[trace.id]).await?.remove(&trace.id))
+}

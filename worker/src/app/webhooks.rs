@@ -112,3 +112,11 @@ fn endpoint_entry<'a>(endpoint: &'a endpoint::Model, action: &'static str) -> au
         details: serde_json::json!({ "events": endpoint.events }),
     }
 }
+
+/// The attempts of a delivery the caller was shown, oldest first.
+pub async fn attempts(
+    app: &App,
+    delivery: &webhook_delivery::Model,
+) -> Result<Vec<entity::webhook_delivery_attempt::Model>, AppError> {
+    Ok(webhooks::attempts(&app.db, delivery.id).await?)
+}

@@ -9,9 +9,9 @@ use super::datetime;
 use crate::error::{ApiError, IntoGql};
 use crate::graphql::context::state;
 use crate::graphql::enums::{GqlIndexingStatus, GqlMediaType};
+use worker::app::documents;
 use worker::app::limits::{DEFAULT_PAGE, MAX_PAGE, after_sequence, page_size};
 use worker::knowledge::uploads::shown_status;
-use worker::store::{documents, files};
 
 use crate::graphql::loaders::{FileOfDocument, RequestLoaders, loaded};
 
@@ -107,7 +107,7 @@ impl KnowledgeDocument {
                 Some(ordinal) => after_sequence(Some(ordinal))
                     .map_err(|_| ApiError::bad_input("afterOrdinal must not be negative"))?,
             };
-            let rows = documents::passages(&state(ctx)?.db, self.row.id, after, size).await?;
+            let rows = documents::passages(&state(ctx)?.app, &self.row, after, size).await?;
             Ok::<_, ApiError>(rows.into_iter().map(KnowledgePassage).collect())
         };
         run.await.gql()
@@ -133,7 +133,7 @@ impl KnowledgeDocument {
         }
         match ctx.data_opt::<RequestLoaders>() {
             Some(loaders) => loaders.load_one(FileOfDocument(self.row.id)).await.map_err(loaded),
-            None => Ok(files::find(&state(ctx)?.db, self.row.id).await?),
+            None => Ok(documents::file(&state(ctx)?.app, &self.row).await?),
         }
     }
 }

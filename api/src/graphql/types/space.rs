@@ -2,17 +2,16 @@
 use async_graphql::connection::Connection;
 use async_graphql::{Context, Object};
 use chrono::{DateTime, Utc};
-use entity::{MemberRole, knowledge_document as document, knowledge_space as space, member};
+use entity::{MemberRole, knowledge_space as space, member};
 use uuid::Uuid;
 
 use super::{ApiKey, KnowledgeDocument, datetime};
 use crate::error::{ApiError, IntoGql};
 use crate::graphql::context::state;
 use crate::graphql::enums::GqlRole;
-use crate::graphql::relay::{self, PageArgs};
+use crate::graphql::relay;
 use worker::app::limits::{DEFAULT_PAGE, MAX_PAGE, page_size};
-use worker::store::pages::PageKey;
-use worker::store::{api_keys, documents, members};
+use worker::app::spaces;
 
 /// A knowledge space as one caller sees it: `viewer_role` is that caller's role (none for
 /// an API key), and owner-only fields answer `FORBIDDEN` to everyone else.
@@ -25,11 +24,8 @@ pub struct KnowledgeSpace {
 
 impl KnowledgeSpace {
     /// Owner-only fields call this first.
-    fn require_owner(&self) -> Result<(), ApiError> {
-        match self.viewer_role {
-            Some(role) if role.can_manage() => Ok(()),
-            _ => Err(ApiError::Forbidden),
-        }
+    fn shown(&self) -> spaces::Shown<'_> {
+        spaces::Shown { space: &self.space, role: self.viewer_role }
     }
 }
 
@@ -58,8 +54,7 @@ impl KnowledgeSpace {
     #[graphql(complexity = "MAX_PAGE as usize * child_complexity")]
     async fn members(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<KnowledgeSpaceMember>> {
         let run = async {
-            self.require_owner()?;
-            let rows = members::list_active(&state(ctx)?.db, &self.space.tenant_id, self.space.id).await?;
+            let rows = spaces::members(&state(ctx)?.app, self.shown()).await?;
             Ok::<_, ApiError>(rows.into_iter().map(KnowledgeSpaceMember).collect())
         };
         run.await.gql()
@@ -71,9 +66,7 @@ impl KnowledgeSpace {
     async fn webhook_endpoints(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<super::WebhookEndpoint>> {
         let run = async {
             let caller = crate::graphql::context::principal(ctx)?;
-            let db = &state(ctx)?.db;
-            let rows =
-                worker::store::webhooks::list_owned(db, &caller.tenant_id, self.space.id, &caller.subject_id).await?;
+            let rows = spaces::webhook_endpoints(&state(ctx)?.app, caller, self.shown()).await?;
             Ok::<_, ApiError>(rows.into_iter().map(super::WebhookEndpoint).collect())
         };
         run.await.gql()
@@ -83,8 +76,7 @@ impl KnowledgeSpace {
     #[graphql(complexity = "MAX_PAGE as usize * child_complexity")]
     async fn api_keys(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<ApiKey>> {
         let run = async {
-            self.require_owner()?;
-            let rows = api_keys::list_for_space(&state(ctx)?.db, &self.space.tenant_id, self.space.id).await?;
+            let rows = spaces::api_keys(&state(ctx)?.app, self.shown()).await?;
             Ok::<_, ApiError>(rows.into_iter().map(ApiKey).collect())
         };
         run.await.gql()
@@ -95,10 +87,11 @@ impl KnowledgeSpace {
     #[graphql(complexity = "first.unwrap_or(DEFAULT_PAGE).clamp(0, MAX_PAGE) as usize * child_complexity")]
     async fn documents(&self, ctx: &Context<'_>, first: Option<i32>) -> async_graphql::Result<Vec<KnowledgeDocument>> {
         let run = async {
-            let size = page_size(first, DEFAULT_PAGE)?;
-            let db = &state(ctx)?.db;
-            let rows = documents::page(db, &self.space.tenant_id, self.space.id, None, size).await?;
-            Ok::<_, ApiError>(rows.into_iter().map(KnowledgeDocument::new).collect())
+            let page = relay::PageArgs { size: page_size(first, DEFAULT_PAGE)?, after: None };
+            let mut listed = spaces::documents(&state(ctx)?.app, self.shown(), page).await?;
+            // The list fetches one more than the page; this field shows the page alone.
+            listed.rows.truncate(usize::try_from(page.size).unwrap_or(usize::MAX));
+            Ok::<_, ApiError>(listed.rows.into_iter().map(KnowledgeDocument::new).collect())
         };
         run.await.gql()
     }
@@ -112,11 +105,9 @@ impl KnowledgeSpace {
         after: Option<String>,
     ) -> async_graphql::Result<Connection<String, KnowledgeDocument>> {
         let run = async {
-            let args = PageArgs::parse(first, after)?;
-            let db = &state(ctx)?.db;
-            let rows = documents::page(db, &self.space.tenant_id, self.space.id, args.after, args.fetch()).await?;
-            let key = |row: &document::Model| PageKey { at: row.created_at, id: row.id };
-            Ok::<_, ApiError>(relay::build(&args, rows, false, key, KnowledgeDocument::new))
+            let args = relay::parse(first, after)?;
+            let listed = spaces::documents(&state(ctx)?.app, self.shown(), args).await?;
+            Ok::<_, ApiError>(relay::listed(&args, listed, spaces::document_key, KnowledgeDocument::new))
         };
         run.await.gql()
     }

@@ -2,12 +2,9 @@
 //! and its answer.
 use async_graphql::{Context, Json, Object};
 use chrono::{DateTime, Utc};
-use entity::{
-    research_task_job as job, research_task_partial_result as partial, research_task_progress_event as progress,
-};
+use entity::research_task_job as job;
 use serde_json::Value;
 use uuid::Uuid;
-use worker::store::journal;
 
 use super::{
     AnswerTrace, ResearchTaskAwaiting, ResearchTaskNote, ResearchTaskPartialResult, ResearchTaskProgressEvent, datetime,
@@ -19,7 +16,7 @@ use crate::graphql::loaders::{
     JournalPage, NotesOfTask, PartialPage, ProgressPage, RequestLoaders, TraceOfTask, WaitsOfTask, loaded,
 };
 use worker::app::limits::{MAX_PAGE, after_sequence, page_size};
-use worker::store::answer_traces;
+use worker::app::tasks;
 
 /// A research task. Only the subject that created it sees it, and only while its grant holds.
 pub struct ResearchTask(pub job::Model);
@@ -114,7 +111,7 @@ impl ResearchTask {
                     let page = ProgressPage(JournalPage { task: self.0.id, after, size });
                     loaders.load_one(page).await.map_err(loaded)?.unwrap_or_default()
                 }
-                None => journal::after::<progress::Entity, _>(&state(ctx)?.db, self.0.id, after, size).await?,
+                None => tasks::progress_events(&state(ctx)?.app, &self.0, after, size).await?,
             };
             Ok::<_, ApiError>(rows.into_iter().map(ResearchTaskProgressEvent).collect())
         };
@@ -137,7 +134,7 @@ impl ResearchTask {
                     let page = PartialPage(JournalPage { task: self.0.id, after, size });
                     loaders.load_one(page).await.map_err(loaded)?.unwrap_or_default()
                 }
-                None => journal::after::<partial::Entity, _>(&state(ctx)?.db, self.0.id, after, size).await?,
+                None => tasks::partial_results(&state(ctx)?.app, &self.0, after, size).await?,
             };
             Ok::<_, ApiError>(rows.into_iter().map(ResearchTaskPartialResult).collect())
         };
@@ -149,7 +146,7 @@ impl ResearchTask {
         let run = async {
             let notes = match ctx.data_opt::<RequestLoaders>() {
                 Some(loaders) => loaders.load_one(NotesOfTask(self.0.id)).await.map_err(loaded)?.unwrap_or_default(),
-                None => worker::store::notes::of_task(&state(ctx)?.db, self.0.id).await?,
+                None => tasks::notes(&state(ctx)?.app, &self.0).await?,
             };
             Ok::<_, ApiError>(notes.into_iter().map(ResearchTaskNote).collect())
         };
@@ -165,7 +162,7 @@ impl ResearchTask {
         let run = async {
             let waits = match ctx.data_opt::<RequestLoaders>() {
                 Some(loaders) => loaders.load_one(WaitsOfTask(self.0.id)).await.map_err(loaded)?.unwrap_or_default(),
-                None => worker::store::waits::of_task(&state(ctx)?.db, self.0.id).await?,
+                None => tasks::waits(&state(ctx)?.app, &self.0).await?,
             };
             Ok::<_, ApiError>(waits.into_iter().find(|wait| wait.is_open()).map(ResearchTaskAwaiting))
         };
@@ -184,10 +181,7 @@ impl ResearchTask {
                     };
                     loaders.load_one(key).await.map_err(loaded)?
                 }
-                None => {
-                    let db = &state(ctx)?.db;
-                    answer_traces::find_for_task(db, &self.0.tenant_id, &self.0.subject_id, self.0.id).await?
-                }
+                None => tasks::answer_trace(&state(ctx)?.app, &self.0).await?,
             };
             Ok::<_, ApiError>(found.map(AnswerTrace))
         };

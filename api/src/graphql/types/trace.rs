@@ -10,7 +10,6 @@ use crate::error::{ApiError, IntoGql as _};
 use crate::graphql::context::state;
 use crate::graphql::enums::GqlChannel;
 use crate::graphql::loaders::{ChecksOfTrace, RequestLoaders, loaded};
-use worker::store::answer_traces;
 
 /// An answer and its evidence, visible only to the subject that asked.
 pub struct AnswerTrace(pub trace::Model);
@@ -62,7 +61,7 @@ impl AnswerTrace {
         let run = async {
             let checks = match ctx.data_opt::<RequestLoaders>() {
                 Some(loaders) => loaders.load_one(ChecksOfTrace(self.0.id)).await.map_err(loaded)?,
-                None => answer_traces::checks_for(&state(ctx)?.db, &[self.0.id]).await?.remove(&self.0.id),
+                None => worker::app::tasks::citation_checks(&state(ctx)?.app, &self.0).await?,
             };
             Ok::<_, ApiError>(Json(checks.unwrap_or_else(|| Value::Array(Vec::new()))))
         };

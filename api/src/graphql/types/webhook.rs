@@ -12,7 +12,7 @@ use super::datetime;
 use crate::error::IntoGql;
 use crate::graphql::context::state;
 use crate::graphql::enums::{GqlDeliveryStatus, GqlEventType, GqlStage};
-use worker::store::webhooks;
+use worker::app::webhooks;
 
 /// The event type an endpoint names `research_task.*`.
 pub fn event_type_of(name: &str) -> Option<ProgressEventType> {
@@ -122,7 +122,7 @@ impl WebhookDelivery {
     #[graphql(complexity = "5 + child_complexity")]
     async fn attempt_log(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<WebhookDeliveryAttempt>> {
         let run = async {
-            let rows = webhooks::attempts(&state(ctx)?.db, self.0.id).await?;
+            let rows = webhooks::attempts(&state(ctx)?.app, &self.0).await?;
             Ok::<_, crate::error::ApiError>(rows.into_iter().map(WebhookDeliveryAttempt).collect())
         };
         run.await.gql()

@@ -3,21 +3,49 @@
 //! page may need more than one fetch; the scan stops after
 //! `MAX_SCANS` fetches to bound the work one request can cause. Each fetch checks the
 //! grants of all its rows at once.
-use async_graphql::connection::Connection;
-use entity::{Stage, answer_trace, research_task_job as job};
 use std::collections::HashMap;
 
+use entity::{Stage, answer_trace, research_task_job as job, webhook_delivery};
 use sea_orm::{DatabaseConnection, DbErr};
 use uuid::Uuid;
-use worker::grant::{self, Verdict};
 
-use super::relay::{self, PageArgs};
-use super::types::{AnswerTrace, ResearchTask};
-use crate::error::ApiError;
-use worker::app::Principal;
-use worker::app::access::space_access;
-use worker::store::pages::PageKey;
-use worker::store::{answer_traces, tasks};
+use super::access::{owned_endpoint, space_access};
+use super::{App, AppError, Principal};
+use crate::grant::{self, Verdict};
+pub use crate::store::pages::PageKey;
+use crate::store::{answer_traces, tasks};
+
+/// One page of a list: how many rows, and after which (a list is ordered by `(time, id)`).
+#[derive(Debug, Clone, Copy)]
+pub struct Page {
+    /// How many rows to show.
+    pub size: u64,
+    /// Where the previous page ended.
+    pub after: Option<PageKey>,
+}
+
+impl Page {
+    /// The rows to fetch: one more than the page, to learn whether another page follows.
+    pub fn fetch(&self) -> u64 {
+        self.size + 1
+    }
+}
+
+/// A page's rows (up to one more than the page) and whether rows past them may remain
+/// although no extra one was kept (a scan that stopped early).
+#[derive(Debug, Clone)]
+pub struct Listed<R> {
+    /// The rows, in the list's order.
+    pub rows: Vec<R>,
+    /// Whether more may follow beyond what the rows show.
+    pub maybe_more: bool,
+}
+
+impl<R> Listed<R> {
+    fn all(rows: Vec<R>) -> Self {
+        Self { rows, maybe_more: false }
+    }
+}
 
 /// The most fetches one page may take while skipping rows whose grant died.
 const MAX_SCANS: usize = 20;
@@ -41,38 +69,129 @@ impl Granted for answer_trace::Model {
 }
 
 /// One page of the caller's visible tasks in a space, most recently updated first (the
-/// seed's scope/updated index order).
+/// seed's scope/updated index order), optionally only those in `stages`.
 pub async fn research_tasks(
-    db: &DatabaseConnection,
+    app: &App,
     principal: &Principal,
     space_id: Uuid,
     stages: Option<Vec<Stage>>,
-    args: PageArgs,
-) -> Result<Connection<String, ResearchTask>, ApiError> {
+    page: Page,
+) -> Result<Listed<job::Model>, AppError> {
+    let db = &app.db;
     // The page query keeps only rows whose grant holds, so one fetch fills the page.
-    let key = |task: &job::Model| PageKey { at: task.updated_at, id: task.id };
     if space_access(db, principal, space_id).await?.is_none() {
-        return Ok(relay::build(&args, Vec::new(), false, key, ResearchTask));
+        return Ok(Listed::all(Vec::new()));
     }
     let (tenant, subject) = (&principal.tenant_id, &principal.subject_id);
     let now = entity::now_millis();
-    let rows = tasks::page(db, tenant, space_id, subject, stages.as_deref(), args.after, args.fetch(), now).await?;
-    Ok(relay::build(&args, rows, false, key, ResearchTask))
+    let rows = tasks::page(db, tenant, space_id, subject, stages.as_deref(), page.after, page.fetch(), now).await?;
+    Ok(Listed::all(rows))
+}
+
+/// Where a task sits in [`research_tasks`]'s order.
+pub fn task_key(task: &job::Model) -> PageKey {
+    PageKey { at: task.updated_at, id: task.id }
 }
 
 /// One page of the caller's visible answer traces in a space, newest first.
 pub async fn answer_traces(
-    db: &DatabaseConnection,
+    app: &App,
     principal: &Principal,
     space_id: Uuid,
-    args: PageArgs,
-) -> Result<Connection<String, AnswerTrace>, ApiError> {
-    let (tenant, subject, limit) = (&principal.tenant_id, &principal.subject_id, args.fetch());
+    page: Page,
+) -> Result<Listed<answer_trace::Model>, AppError> {
+    let db = &app.db;
+    let (tenant, subject, limit) = (&principal.tenant_id, &principal.subject_id, page.fetch());
     let fetch = |after| -> BoxFuture<'_, Result<Vec<answer_trace::Model>, DbErr>> {
         Box::pin(answer_traces::page(db, tenant, space_id, subject, after, limit))
     };
-    let (kept, more) = scan_visible(db, principal, space_id, &args, fetch).await?;
-    Ok(relay::build(&args, kept, more, Granted::key, AnswerTrace))
+    let (rows, maybe_more) = scan_visible(db, principal, space_id, &page, fetch).await?;
+    Ok(Listed { rows, maybe_more })
+}
+
+/// Where a trace sits in [`answer_traces`]'s order.
+pub fn trace_key(trace: &answer_trace::Model) -> PageKey {
+    Granted::key(trace)
+}
+
+/// One page of the caller's own endpoint's deliveries, newest first; anyone else's
+/// endpoint answers NOT_FOUND.
+pub async fn webhook_deliveries(
+    app: &App,
+    principal: &Principal,
+    endpoint_id: Uuid,
+    page: Page,
+) -> Result<Listed<webhook_delivery::Model>, AppError> {
+    owned_endpoint(&app.db, principal, endpoint_id).await?;
+    let rows = crate::store::webhooks::deliveries(&app.db, endpoint_id, page.after, page.fetch()).await?;
+    Ok(Listed::all(rows))
+}
+
+/// Where a delivery sits in [`webhook_deliveries`]'s order.
+pub fn delivery_key(delivery: &webhook_delivery::Model) -> PageKey {
+    PageKey { at: delivery.created_at, id: delivery.id }
+}
+
+/// One page of the spaces the caller may research in, newest first, each with the
+/// caller's role (an API key sees exactly its one space: a list of at most one, still
+/// paged by cursor).
+pub async fn knowledge_spaces(
+    app: &App,
+    principal: &Principal,
+    page: Page,
+) -> Result<Listed<(entity::knowledge_space::Model, Option<entity::MemberRole>)>, AppError> {
+    let db = &app.db;
+    let mut rows = Vec::new();
+    if let Some(api_key) = &principal.api_key {
+        let found = crate::store::spaces::find(db, &principal.tenant_id, api_key.knowledge_space_id).await?;
+        rows.extend(found.map(|space| (space, None)));
+        rows.retain(|(space, _)| page.after.is_none_or(|after| (space.created_at, space.id) < (after.at, after.id)));
+    } else {
+        let (tenant, subject) = (&principal.tenant_id, &principal.subject_id);
+        for space in crate::store::spaces::page_for_member(db, tenant, subject, page.after, page.fetch()).await? {
+            let access = space_access(db, principal, space.id).await?;
+            rows.push((space, access.and_then(|access| access.role())));
+        }
+    }
+    Ok(Listed::all(rows))
+}
+
+/// Where a space sits in [`knowledge_spaces`]'s order.
+pub fn space_key(space: &entity::knowledge_space::Model) -> PageKey {
+    PageKey { at: space.created_at, id: space.id }
+}
+
+/// One page of the audit log, newest first. Owners read their space's (`space`);
+/// operators read everyone's, optionally of one tenant or space. A space the caller does
+/// not own answers NOT_FOUND (FORBIDDEN for its other members).
+pub async fn audit_events(
+    app: &App,
+    principal: &Principal,
+    space: Option<Uuid>,
+    tenant: Option<String>,
+    page: Page,
+) -> Result<Listed<entity::audit_event::Model>, AppError> {
+    if let Some(tenant) = &tenant {
+        super::limits::text("tenantId", tenant, super::limits::MAX_NAME_CHARS)?;
+    }
+    let (tenant, space) = if app.rules.is_operator(principal) {
+        (tenant, space)
+    } else {
+        if tenant.is_some() {
+            return Err(AppError::bad_input("tenantId is for operators; owners name their knowledgeSpaceId"));
+        }
+        let space =
+            space.ok_or_else(|| AppError::bad_input("knowledgeSpaceId is required (the space whose log to read)"))?;
+        super::access::require_role(&app.db, principal, space, entity::MemberRole::can_manage).await?;
+        (Some(principal.tenant_id.clone()), Some(space))
+    };
+    let rows = crate::store::audit::page(&app.db, tenant.as_deref(), space, page.after, page.fetch()).await?;
+    Ok(Listed::all(rows))
+}
+
+/// Where an audit event sits in [`audit_events`]'s order.
+pub fn audit_key(event: &entity::audit_event::Model) -> PageKey {
+    PageKey { at: event.created_at, id: event.id }
 }
 
 /// [`scan`] of the caller's own rows in a space, with the grants checked in the database
@@ -82,9 +201,9 @@ async fn scan_visible<'a, R: Granted>(
     db: &'a DatabaseConnection,
     principal: &Principal,
     space_id: Uuid,
-    args: &PageArgs,
+    args: &Page,
     fetch: impl FnMut(Option<PageKey>) -> BoxFuture<'a, Result<Vec<R>, DbErr>>,
-) -> Result<(Vec<R>, bool), ApiError> {
+) -> Result<(Vec<R>, bool), AppError> {
     if space_access(db, principal, space_id).await?.is_none() {
         return Ok((Vec::new(), false));
     }
@@ -103,7 +222,7 @@ type BoxFuture<'a, T> = futures_util::future::BoxFuture<'a, T>;
 /// spent. Each fetch's grants are checked at once. Returns the kept rows and whether rows
 /// may remain.
 async fn scan<'a, R: Granted>(
-    args: &PageArgs,
+    args: &Page,
     mut fetch: impl FnMut(Option<PageKey>) -> BoxFuture<'a, Result<Vec<R>, DbErr>>,
     mut check: impl FnMut(Vec<Uuid>) -> BoxFuture<'a, Result<HashMap<Uuid, Verdict>, DbErr>>,
 ) -> Result<(Vec<R>, bool), DbErr> {
@@ -155,7 +274,7 @@ mod tests {
 
     /// Scans `all` in pages of `size`, counting fetches.
     fn run(all: &[Row], size: u64, after: Option<PageKey>) -> (Vec<i64>, bool, usize) {
-        let args = PageArgs { size, after };
+        let args = Page { size, after };
         let fetches = std::cell::Cell::new(0);
         let fetch = |after: Option<PageKey>| -> BoxFuture<'_, Result<Vec<Row>, DbErr>> {
             fetches.set(fetches.get() + 1);
