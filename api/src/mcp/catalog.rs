@@ -28,10 +28,9 @@ pub fn all() -> Vec<Tool> {
         },
         "additionalProperties": false,
     });
-    let stage = json!({
-        "type": "string",
-        "enum": ["queued", "planning", "retrieving", "analyzing", "generating", "paused", "completed", "failed", "canceled"],
-    });
+    // Every stage the domain has, so a new one reaches the tools' schema with no edit here.
+    let stages: Vec<&str> = <entity::Stage as sea_orm::Iterable>::iter().map(entity::Stage::as_str).collect();
+    let stage = json!({ "type": "string", "enum": stages });
     let task_state = json!({
         "type": "object",
         "properties": { "task_id": task_id, "stage": stage },
