@@ -255,8 +255,8 @@ impl Settings {
     }
 
     /// The tenant quotas new tasks are checked against.
-    pub fn quotas(&self) -> worker::lifecycle::Quotas {
-        worker::lifecycle::Quotas {
+    pub fn quotas(&self) -> worker::app::Quotas {
+        worker::app::Quotas {
             unfinished_per_tenant: self.quota_queued_per_tenant,
             usd_per_tenant_per_day: self.quota_usd_per_tenant_per_day,
         }

@@ -200,13 +200,7 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
     // The process's one LISTEN: it feeds the notifier that subscriptions and the embedded
     // worker both follow; after a gap every topic re-reads.
     let topics = live.clone();
-    worker::store::signals::spawn_listener(
-        &db,
-        notifier.clone(),
-        move || topics.wake(None),
-        shutdown.clone(),
-        &tracker,
-    );
+    worker::runtime::spawn_listener(&db, notifier.clone(), move || topics.wake(None), shutdown.clone(), &tracker);
     let rates = Arc::new(crate::rate::RateLimits::from_settings(&settings));
     let idle = rates.clone();
     let stop_forgetting = shutdown.clone();

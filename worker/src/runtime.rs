@@ -7,6 +7,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+/// The process's one LISTEN (PostgreSQL) that feeds a [`Notifier`]; the API starts it
+/// beside its live hub, [`spawn`] starts it for a worker process of its own.
+pub use crate::store::signals::spawn_listener;
 use entity::Clock;
 use sea_orm::DatabaseConnection;
 use tokio::sync::{Notify, Semaphore};
@@ -130,7 +133,7 @@ pub fn spawn_with(
     if settings.pg_listen {
         // Its signals reach the loops through `forward_signals`; after a gap, look once.
         let gap = wake.clone();
-        crate::store::signals::spawn_listener(&db, notifier.clone(), move || gap.all(), shutdown.clone(), tracker);
+        spawn_listener(&db, notifier.clone(), move || gap.all(), shutdown.clone(), tracker);
     }
     tracker.spawn(lease_loop(pipeline, wake.clone(), stop.clone(), jobs.clone()));
     if let Some(embedder) = backlog_embedder(&settings) {

@@ -2,14 +2,12 @@
 //! MCP and agent callers, verified against an identity provider's JWKS (`issuers`) or
 //! this service's own HS256 secrets (`jwt`); API keys for service clients.
 
-mod api_key;
 mod claims;
 mod identity;
 mod issuers;
 mod jwks;
 mod jwt;
 
-pub use api_key::authenticate_api_key;
 pub use identity::{Identity, IdentitySettings};
 pub use issuers::{IssuerSettings, issuers_from_env};
 pub use jwks::JwksSettings;
@@ -52,7 +50,7 @@ pub async fn authenticate_for(
         .ok_or(ApiError::Unauthenticated)?;
     // API keys are `kfs_<id>_<secret>`; a JWT always starts with its base64url header.
     if credential.starts_with("kfs_") {
-        authenticate_api_key(db, credential).await.map(Some)
+        worker::app::keys::authenticate(db, credential).await.map(Some)
     } else {
         identity.verify_jwt_for(credential, resource).await.map(Some)
     }

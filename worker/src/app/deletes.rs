@@ -11,7 +11,8 @@ use super::audit::{self, Actor, action};
 use super::limits::{self, MAX_NAME_CHARS};
 use super::writes::begin;
 use super::{App, AppError};
-use crate::lifecycle::{self, Erased};
+use crate::lifecycle;
+pub use crate::lifecycle::Erased;
 use crate::store::spaces;
 
 /// Deletes one of the caller's tasks with everything it wrote. A running task stops: its

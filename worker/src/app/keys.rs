@@ -99,3 +99,35 @@ fn key_entry<'a>(key: &'a api_key::Model, action: &'static str) -> audit::Entry<
         details: serde_json::json!({ "name": key.name, "revision": key.revision }),
     }
 }
+
+/// The service principal a presented key (`kfs_<key id>_<secret>`) stands for. The id finds
+/// the row; the secret's SHA-256 is compared with the stored hash in constant time. Unknown,
+/// wrong, revoked and expired keys all answer the same UNAUTHENTICATED.
+pub async fn authenticate(db: &sea_orm::DatabaseConnection, presented: &str) -> Result<Principal, AppError> {
+    use subtle::ConstantTimeEq as _;
+    let (key_id, secret) = super::key_secret::parse_key(presented).ok_or(AppError::Unauthenticated)?;
+    let key = api_keys::find_any(db, key_id).await?;
+    // Hash even when the key is unknown, so timing does not tell which ids exist.
+    let presented_hash = hash_secret(&secret);
+    let Some(key) = key else {
+        return Err(AppError::Unauthenticated);
+    };
+    let matches: bool = presented_hash.as_bytes().ct_eq(key.secret_hash.as_bytes()).into();
+    let live = key.revoked_at.is_none() && key.expires_at.is_none_or(|at| at > entity::now_millis());
+    if !matches || !live {
+        return Err(AppError::Unauthenticated);
+    }
+    Ok(Principal {
+        tenant_id: key.tenant_id.clone(),
+        subject_id: key.subject_id(),
+        channel: entity::AccessChannel::ServiceApi,
+        api_key: Some(super::ApiKeyCredential {
+            key_id: key.id,
+            knowledge_space_id: key.knowledge_space_id,
+            revision: key.revision,
+            expires_at: key.expires_at,
+        }),
+        expires_at: key.expires_at,
+        issuer: None,
+    })
+}

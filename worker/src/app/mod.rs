@@ -17,6 +17,7 @@ pub mod keys;
 pub mod library;
 pub mod limits;
 pub mod lists;
+pub mod operations;
 mod principal;
 pub mod spaces;
 pub mod tasks;
@@ -28,7 +29,7 @@ use sea_orm::DatabaseConnection;
 pub use error::AppError;
 pub use principal::{ApiKeyCredential, Principal};
 
-use crate::lifecycle::Quotas;
+pub use crate::lifecycle::Quotas;
 use crate::notify::Notifier;
 
 /// What every operation runs against: the database, the signals that wake followers, and

@@ -96,7 +96,7 @@ pub struct ErasedCounts {
 
 impl ErasedCounts {
     /// From the lifecycle's counts and the audit events erased.
-    pub fn new(erased: worker::lifecycle::Erased, audit_events: u64) -> Self {
+    pub fn new(erased: worker::app::deletes::Erased, audit_events: u64) -> Self {
         let count = |value: u64| i64::try_from(value).unwrap_or(i64::MAX);
         Self {
             knowledge_spaces: count(erased.knowledge_spaces),

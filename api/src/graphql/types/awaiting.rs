@@ -33,7 +33,7 @@ impl ResearchTaskAwaiting {
 
     /// The proposed plan's sub-queries (plan approval only).
     async fn plan(&self) -> Option<Vec<String>> {
-        self.0.proposed_plan.as_ref().map(worker::lifecycle::plan_queries)
+        self.0.proposed_plan.as_ref().map(worker::app::tasks::plan_queries)
     }
 
     /// The clarifying question (clarification only).

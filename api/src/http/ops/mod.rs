@@ -19,7 +19,7 @@ use uuid::Uuid;
 use crate::auth::authenticate;
 use crate::state::AppState;
 use worker::app::audit;
-use worker::store::ops;
+use worker::app::operations;
 
 /// How often the stream sends a snapshot.
 const EVERY: Duration = Duration::from_secs(2);
@@ -58,6 +58,15 @@ async fn operator(state: &AppState, headers: &HeaderMap) -> Option<worker::app::
     match authenticate(&state.db, &state.identity, authorization).await {
         Ok(Some(principal)) if state.is_operator(&principal) => Some(principal),
         _ => None,
+    }
+}
+
+/// What an operator is told of a failed read: the cause itself (operators run the service;
+/// nothing of a tenant is in it).
+fn describe(error: &worker::app::AppError) -> String {
+    match error {
+        worker::app::AppError::Unavailable(cause) | worker::app::AppError::Internal(cause) => format!("{cause:#}"),
+        other => other.to_string(),
     }
 }
 
@@ -100,7 +109,7 @@ fn stream(state: AppState, expires_at: Option<i64>) -> Response {
         if expires_at.is_some_and(|at| entity::now_millis() >= at) {
             return None;
         }
-        let data = match ops::snapshot(&state.db, entity::now_millis()).await {
+        let data = match operations::snapshot(&state.app).await {
             Ok(snapshot) => {
                 let sockets: Vec<_> = crate::gauges::open_counts()
                     .into_iter()
@@ -108,7 +117,7 @@ fn stream(state: AppState, expires_at: Option<i64>) -> Response {
                     .collect();
                 json!({ "snapshot": snapshot, "open": sockets })
             }
-            Err(error) => json!({ "error": format!("the database did not answer: {error}") }),
+            Err(error) => json!({ "error": format!("the database did not answer: {}", describe(&error)) }),
         };
         let event = Bytes::from(format!("data: {data}\n\n"));
         Some((Ok::<_, Infallible>(event), (state, false)))
@@ -122,19 +131,9 @@ fn stream(state: AppState, expires_at: Option<i64>) -> Response {
 
 /// `POST /ops/outbox/{id}/redeliver`: makes a dead outbox row pending again.
 async fn redeliver(state: AppState, headers: &HeaderMap, principal: worker::app::Principal, id: Uuid) -> Response {
-    let now = entity::now_millis();
     let request_id = crate::request_id::of(headers);
     let actor = audit::Actor { principal: &principal, request_id: request_id.as_ref().map(|id| id.0.as_str()) };
-    let entry = audit::Entry {
-        tenant_id: &principal.tenant_id,
-        knowledge_space_id: None,
-        action: audit::action::OUTBOX_REDELIVERED,
-        target_type: "research_task_outbox",
-        target_id: Some(id.to_string()),
-        details: json!({}),
-    };
-    match worker::lifecycle::redeliver_outbox(&state.db, &state.notifier, id, now, audit::row(actor, entry, now)).await
-    {
+    match operations::redeliver_outbox(&state.app, actor, id).await {
         Ok(true) => axum::Json(json!({ "redelivered": true })).into_response(),
         Ok(false) => not_found(),
         Err(error) => {
