@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 pub mod domain;
+mod journal;
 pub mod tables;
 
 pub use domain::{
@@ -8,4 +9,5 @@ pub use domain::{
     IndexingStatus, LifecycleCommand, LimitsError, MediaType, MemberRole, OutboxStatus, ProgressEventType,
     ResearchMode, Stage, StageKey, TaskLimits, TransitionError, now_millis,
 };
+pub use journal::Journal;
 pub use tables::*;

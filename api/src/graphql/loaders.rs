@@ -7,12 +7,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_graphql::dataloader::{DataLoader, Loader};
+use entity::Journal;
 use entity::{answer_trace, research_task_partial_result as partial, research_task_progress_event as progress};
-use sea_orm::{DatabaseConnection, DbErr};
+use sea_orm::DatabaseConnection;
 use uuid::Uuid;
-use worker::store::journal::{self, Journal};
-
-use worker::store::answer_traces;
+use worker::app::{AppError, batches};
 
 /// A page of one task's journal: rows after `after`, at most `size`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -69,15 +68,15 @@ pub struct Loaders {
 pub type RequestLoaders = DataLoader<Loaders>;
 
 /// A loader's failure as the API reports it: an outage is still SERVICE_UNAVAILABLE.
-pub fn loaded(error: Arc<DbErr>) -> crate::error::ApiError {
+pub fn loaded(error: Arc<AppError>) -> AppError {
     // Every field waiting on one batch shares its error; reads raise no constraint errors,
     // so an outage and "internal" are the only answers.
     match Arc::try_unwrap(error) {
-        Ok(error) => crate::error::ApiError::from(error),
-        Err(shared) if worker::store::is_unavailable(&shared) => {
-            crate::error::ApiError::Unavailable(anyhow::anyhow!("{shared}"))
-        }
-        Err(shared) => crate::error::ApiError::internal(anyhow::anyhow!("{shared}")),
+        Ok(error) => error,
+        Err(shared) => match &*shared {
+            AppError::Unavailable(cause) => AppError::Unavailable(anyhow::anyhow!("{cause:#}")),
+            other => AppError::internal(anyhow::anyhow!("{other:#}")),
+        },
     }
 }
 
@@ -90,14 +89,14 @@ pub fn attach(request: async_graphql::Request, db: &DatabaseConnection) -> async
 async fn pages<J: Journal>(
     db: &DatabaseConnection,
     keys: impl Iterator<Item = JournalPage>,
-) -> Result<HashMap<JournalPage, Vec<J::Model>>, Arc<DbErr>> {
+) -> Result<HashMap<JournalPage, Vec<J::Model>>, Arc<AppError>> {
     let mut ranges: HashMap<(i32, u64), Vec<Uuid>> = HashMap::new();
     for key in keys {
         ranges.entry((key.after, key.size)).or_default().push(key.task);
     }
     let mut loaded = HashMap::new();
     for ((after, size), tasks) in ranges {
-        let rows = journal::after_for_tasks::<J, _>(db, &tasks, after, size).await.map_err(Arc::new)?;
+        let rows = batches::journal_pages::<J>(db, &tasks, after, size).await.map_err(Arc::new)?;
         for task in tasks {
             loaded.insert(JournalPage { task, after, size }, Vec::new());
         }
@@ -111,7 +110,7 @@ async fn pages<J: Journal>(
 
 impl Loader<ProgressPage> for Loaders {
     type Value = Vec<progress::Model>;
-    type Error = Arc<DbErr>;
+    type Error = Arc<AppError>;
 
     async fn load(&self, keys: &[ProgressPage]) -> Result<HashMap<ProgressPage, Self::Value>, Self::Error> {
         let loaded = pages::<progress::Entity>(&self.db, keys.iter().map(|key| key.0)).await?;
@@ -121,7 +120,7 @@ impl Loader<ProgressPage> for Loaders {
 
 impl Loader<PartialPage> for Loaders {
     type Value = Vec<partial::Model>;
-    type Error = Arc<DbErr>;
+    type Error = Arc<AppError>;
 
     async fn load(&self, keys: &[PartialPage]) -> Result<HashMap<PartialPage, Self::Value>, Self::Error> {
         let loaded = pages::<partial::Entity>(&self.db, keys.iter().map(|key| key.0)).await?;
@@ -131,12 +130,12 @@ impl Loader<PartialPage> for Loaders {
 
 impl Loader<TraceOfTask> for Loaders {
     type Value = answer_trace::Model;
-    type Error = Arc<DbErr>;
+    type Error = Arc<AppError>;
 
     async fn load(&self, keys: &[TraceOfTask]) -> Result<HashMap<TraceOfTask, Self::Value>, Self::Error> {
         let tasks: Vec<(Uuid, String, String)> =
             keys.iter().map(|key| (key.task, key.tenant_id.clone(), key.subject_id.clone())).collect();
-        let rows = answer_traces::find_for_tasks(&self.db, &tasks).await.map_err(Arc::new)?;
+        let rows = batches::traces_of_tasks(&self.db, &tasks).await.map_err(Arc::new)?;
         Ok(rows
             .into_iter()
             .filter_map(|row| {
@@ -149,44 +148,44 @@ impl Loader<TraceOfTask> for Loaders {
 
 impl Loader<ChecksOfTrace> for Loaders {
     type Value = serde_json::Value;
-    type Error = Arc<DbErr>;
+    type Error = Arc<AppError>;
 
     async fn load(&self, keys: &[ChecksOfTrace]) -> Result<HashMap<ChecksOfTrace, Self::Value>, Self::Error> {
         let ids: Vec<Uuid> = keys.iter().map(|key| key.0).collect();
-        let rows = answer_traces::checks_for(&self.db, &ids).await.map_err(Arc::new)?;
+        let rows = batches::checks_of_traces(&self.db, &ids).await.map_err(Arc::new)?;
         Ok(rows.into_iter().map(|(id, checks)| (ChecksOfTrace(id), checks)).collect())
     }
 }
 
 impl Loader<WaitsOfTask> for Loaders {
     type Value = Vec<entity::research_task_wait::Model>;
-    type Error = Arc<DbErr>;
+    type Error = Arc<AppError>;
 
     async fn load(&self, keys: &[WaitsOfTask]) -> Result<HashMap<WaitsOfTask, Self::Value>, Self::Error> {
         let ids: Vec<Uuid> = keys.iter().map(|key| key.0).collect();
-        let mut rows = worker::store::waits::of_tasks(&self.db, &ids).await.map_err(Arc::new)?;
+        let mut rows = batches::waits_of_tasks(&self.db, &ids).await.map_err(Arc::new)?;
         Ok(ids.into_iter().map(|id| (WaitsOfTask(id), rows.remove(&id).unwrap_or_default())).collect())
     }
 }
 
 impl Loader<NotesOfTask> for Loaders {
     type Value = Vec<entity::research_task_note::Model>;
-    type Error = Arc<DbErr>;
+    type Error = Arc<AppError>;
 
     async fn load(&self, keys: &[NotesOfTask]) -> Result<HashMap<NotesOfTask, Self::Value>, Self::Error> {
         let ids: Vec<Uuid> = keys.iter().map(|key| key.0).collect();
-        let mut rows = worker::store::notes::of_tasks(&self.db, &ids).await.map_err(Arc::new)?;
+        let mut rows = batches::notes_of_tasks(&self.db, &ids).await.map_err(Arc::new)?;
         Ok(ids.into_iter().map(|id| (NotesOfTask(id), rows.remove(&id).unwrap_or_default())).collect())
     }
 }
 
 impl Loader<FileOfDocument> for Loaders {
     type Value = entity::knowledge_document_file::Model;
-    type Error = Arc<DbErr>;
+    type Error = Arc<AppError>;
 
     async fn load(&self, keys: &[FileOfDocument]) -> Result<HashMap<FileOfDocument, Self::Value>, Self::Error> {
         let ids: Vec<Uuid> = keys.iter().map(|key| key.0).collect();
-        let rows = worker::store::files::of_documents(&self.db, &ids).await.map_err(Arc::new)?;
+        let rows = batches::files_of_documents(&self.db, &ids).await.map_err(Arc::new)?;
         Ok(rows.into_iter().map(|(id, row)| (FileOfDocument(id), row)).collect())
     }
 }

@@ -18,7 +18,7 @@ use super::follow::{expiry, revocation};
 use super::{AnswerFollower, LiveHub, Topic, TopicEvent};
 use crate::error::ApiError;
 use worker::app::Principal;
-use worker::store::{answer_traces, tasks};
+use worker::app::feeds;
 
 /// How often an idle subscription checks that its topic still runs.
 const TOPIC_CHECK: std::time::Duration = std::time::Duration::from_secs(2);
@@ -137,13 +137,13 @@ impl Feed {
 
     /// Reads the task and its draft: a finished task gives its last delta at once.
     async fn catch_up(&mut self) -> Result<Option<AnswerDelta>, ApiError> {
-        let task = tasks::find(&self.db, self.task_id).await?.ok_or(ApiError::NotFound)?;
+        let task = feeds::task(&self.db, self.task_id).await?.ok_or(ApiError::NotFound)?;
         if task.stage.is_terminal() {
             let last = self.finish().await;
             self.over = true;
             return last;
         }
-        let row = worker::store::drafts::find(&self.db, self.task_id).await?;
+        let row = feeds::draft(&self.db, self.task_id).await?;
         Ok(row.and_then(|row| self.advance(&row)))
     }
 
@@ -179,15 +179,14 @@ impl Feed {
     /// The task ended: the rest of the committed answer with `done`, or nothing when the
     /// task ended without one.
     async fn finish(&mut self) -> Result<Option<AnswerDelta>, ApiError> {
-        let task = tasks::find(&self.db, self.task_id).await?.ok_or(ApiError::NotFound)?;
+        let task = feeds::task(&self.db, self.task_id).await?.ok_or(ApiError::NotFound)?;
         if task.stage != Stage::Completed {
             return Ok(None);
         }
-        let Some(trace) = answer_traces::find_for_task(&self.db, &task.tenant_id, &task.subject_id, task.id).await?
-        else {
+        let Some(trace) = feeds::answer_trace(&self.db, &task).await? else {
             return Ok(None);
         };
-        let row = worker::store::drafts::find(&self.db, self.task_id).await?;
+        let row = feeds::draft(&self.db, self.task_id).await?;
         let length = i32::try_from(trace.answer.chars().count()).unwrap_or(i32::MAX);
         let delta = match (self.sent, row) {
             (Some((generation, sent)), Some(row)) if row.generation == generation && sent <= length => {

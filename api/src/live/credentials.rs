@@ -91,18 +91,18 @@ impl KeyWatch {
     }
 
     /// Reads every watched key and ends the watchers whose key no longer holds.
-    async fn check(&self) -> Result<(), sea_orm::DbErr> {
+    async fn check(&self) -> Result<(), worker::app::AppError> {
         let ids: Vec<Uuid> = self.entries.lock().unwrap_or_else(PoisonError::into_inner).keys().copied().collect();
         if ids.is_empty() {
             return Ok(());
         }
         let keys: HashMap<Uuid, api_key::Model> =
-            worker::store::api_keys::find_many(&self.db, &ids).await?.into_iter().map(|key| (key.id, key)).collect();
+            worker::app::feeds::api_keys(&self.db, &ids).await?.into_iter().map(|key| (key.id, key)).collect();
         let now = now_millis();
         let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
         entries.retain(|key_id, watchers| {
             watchers.retain(|watcher| {
-                let holds = keys.get(key_id).is_some_and(|key| key_holds(key, watcher.revision, now));
+                let holds = keys.get(key_id).is_some_and(|key| worker::app::keys::holds(key, watcher.revision, now));
                 if !holds {
                     watcher.dead.cancel();
                 }
@@ -112,10 +112,4 @@ impl KeyWatch {
         });
         Ok(())
     }
-}
-
-/// Whether `key` still authenticates at `revision` at `now`: not revoked, not rotated
-/// since, not expired. The same rule authentication applies to a presented key.
-pub fn key_holds(key: &api_key::Model, revision: i32, now: i64) -> bool {
-    key.revoked_at.is_none() && key.revision == revision && key.expires_at.is_none_or(|at| at > now)
 }

@@ -7,8 +7,8 @@ use entity::{IndexingStatus, knowledge_document as document, knowledge_document_
 use futures_util::Stream;
 use sea_orm::DatabaseConnection;
 use uuid::Uuid;
-use worker::knowledge::uploads::{ShownStatus, shown_status};
-use worker::store::{documents, files};
+use worker::app::feeds;
+use worker::knowledge::uploads::ShownStatus;
 
 use super::document_watch::{DocumentFollower, Found, Snapshot, version};
 use super::hub::LiveHub;
@@ -22,13 +22,11 @@ pub async fn readable_document(
     caller: &Principal,
     id: Uuid,
 ) -> Result<Option<Snapshot>, ApiError> {
-    let Some(found) = documents::find(db, &caller.tenant_id, id).await? else { return Ok(None) };
-    if space_access(db, caller, found.knowledge_space_id).await?.is_none() {
+    let Some(now) = feeds::document(db, &caller.tenant_id, id).await? else { return Ok(None) };
+    if space_access(db, caller, now.0.knowledge_space_id).await?.is_none() {
         return Ok(None);
     }
-    let file = files::find(db, id).await?;
-    let shown = shown_status(file.as_ref().map(|file| file.state), &found);
-    Ok(Some((found, file, shown)))
+    Ok(Some(now))
 }
 
 /// Whether `caller` may still read the space (`None` when the database could not say).

@@ -9,13 +9,11 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use entity::{knowledge_document as document, knowledge_document_file as file};
 use sea_orm::DatabaseConnection;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
-use worker::knowledge::uploads::{ShownStatus, shown_status};
-use worker::store::{documents, files};
+use worker::app::feeds;
 
 use worker::app::Principal;
 
@@ -26,7 +24,7 @@ pub const DOCUMENT_POLL: Duration = Duration::from_millis(200);
 pub const ACCESS_POLL: Duration = Duration::from_secs(1);
 
 /// A document, its uploaded file's row and the status the two show, read together.
-pub type Snapshot = (document::Model, Option<file::Model>, ShownStatus);
+pub use worker::app::feeds::DocumentNow as Snapshot;
 
 /// Whether a caller may read a space: `Some(false)` ends its subscriptions, `None` (the
 /// database could not say) decides nothing. Given by the subscriber, which knows the
@@ -180,16 +178,9 @@ impl DocumentWatches {
 
     /// The document's rows as they are now.
     async fn read(&self, id: Uuid, tenant_id: &str) -> Found {
-        let document = match documents::find(&self.db, tenant_id, id).await {
-            Ok(Some(document)) => document,
-            Ok(None) => return Found::Gone,
-            Err(_) => return Found::Failed,
-        };
-        match files::find(&self.db, id).await {
-            Ok(file) => {
-                let shown = shown_status(file.as_ref().map(|file| file.state), &document);
-                Found::Present(Arc::new((document, file, shown)))
-            }
+        match feeds::document(&self.db, tenant_id, id).await {
+            Ok(Some(now)) => Found::Present(Arc::new(now)),
+            Ok(None) => Found::Gone,
             Err(_) => Found::Failed,
         }
     }

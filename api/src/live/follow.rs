@@ -16,7 +16,6 @@ pub use super::journal_row::JournalRow;
 use super::topic::Topic;
 use crate::error::ApiError;
 use worker::app::Principal;
-use worker::store::tasks;
 
 /// Rows read per database round trip.
 const BATCH: u64 = 100;
@@ -125,7 +124,7 @@ impl<R: JournalRow> Subscription<R> {
     /// Reads the next batch from the database; when it is empty, goes live (or ends, for a
     /// task that was terminal already).
     async fn replay(&mut self) -> Result<(), ApiError> {
-        let task = tasks::find(&self.db, self.task_id).await?.ok_or(ApiError::NotFound)?;
+        let task = worker::app::feeds::task(&self.db, self.task_id).await?.ok_or(ApiError::NotFound)?;
         let rows = R::fetch(&self.db, self.task_id, self.last, BATCH).await?;
         if rows.is_empty() {
             self.phase = if task.stage.is_terminal() { Phase::Done } else { Phase::Live };
@@ -196,10 +195,10 @@ pub(super) async fn revocation(db: &DatabaseConnection, caller: &Principal) -> A
     let Some(credential) = &caller.api_key else {
         return ApiError::Forbidden;
     };
-    match worker::store::api_keys::find_any(db, credential.key_id).await {
-        Ok(Some(key)) if super::key_holds(&key, credential.revision, entity::now_millis()) => ApiError::Forbidden,
-        Ok(_) => ApiError::Unauthenticated,
-        Err(error) => ApiError::from(error),
+    match worker::app::keys::credential_holds(db, credential).await {
+        Ok(true) => ApiError::Forbidden,
+        Ok(false) => ApiError::Unauthenticated,
+        Err(error) => error,
     }
 }
 

@@ -1,10 +1,10 @@
 //! A row of a task's journal as subscriptions deliver it.
 use std::sync::Arc;
 
-use entity::{research_task_partial_result as partial, research_task_progress_event as progress};
-use sea_orm::{DatabaseConnection, DbErr};
+use entity::{Journal, research_task_partial_result as partial, research_task_progress_event as progress};
+use sea_orm::DatabaseConnection;
 use uuid::Uuid;
-use worker::store::journal::{self, Journal};
+use worker::app::{AppError, feeds};
 
 use super::event::TopicEvent;
 
@@ -27,8 +27,8 @@ pub trait JournalRow: sea_orm::ModelTrait + sea_orm::FromQueryResult + Clone + S
         task_id: Uuid,
         after: i32,
         limit: u64,
-    ) -> impl Future<Output = Result<Vec<Self>, DbErr>> + Send {
-        journal::after::<Self::Table, _>(db, task_id, after, limit)
+    ) -> impl Future<Output = Result<Vec<Self>, AppError>> + Send {
+        feeds::journal_after::<Self::Table>(db, task_id, after, limit)
     }
 }
 

@@ -1,7 +1,8 @@
 //! Live fan-out for subscriptions. The process's one database listener
-//! (`worker::store::signals`) turns PostgreSQL NOTIFYs into in-process signals; one [`Topic`] per followed task reads each new row once
-//! and broadcasts it to every subscriber of that task, so an event costs one query per
-//! task, not one per subscriber. Subscribers replay from the database themselves and fall
+//! (`worker::runtime::spawn_listener`) turns PostgreSQL NOTIFYs into in-process signals; one
+//! [`Topic`] per followed task reads each new row once (through `worker::app::feeds`) and
+//! broadcasts it to every subscriber of that task, so an event costs one query per task,
+//! not one per subscriber. Subscribers replay from the database themselves and fall
 //! back to it whenever they see a gap, so a lost signal delays a row but never loses it.
 
 mod answer;
@@ -15,7 +16,7 @@ mod journal_row;
 mod topic;
 
 pub use answer::{AnswerDelta, follow_answer};
-pub use credentials::{KeyWatchGuard, key_holds};
+pub use credentials::KeyWatchGuard;
 pub use document_status::{follow_document, readable_document};
 pub use event::TopicEvent;
 pub use follow::follow;

@@ -4,14 +4,13 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use entity::{research_task_partial_result as partial, research_task_progress_event as progress};
-use sea_orm::{DatabaseConnection, DbErr};
+use sea_orm::DatabaseConnection;
 use tokio::sync::{Notify, broadcast};
 use uuid::Uuid;
 
 pub use super::event::TopicEvent;
 use super::journal_row::JournalRow;
-use worker::store::journal;
-use worker::store::tasks;
+use worker::app::{AppError, feeds};
 
 /// How many events a subscriber may fall behind before it re-reads from the database.
 const CAPACITY: usize = 256;
@@ -90,10 +89,10 @@ impl Topic {
         self.closed.store(true, Ordering::Release);
     }
 
-    async fn run(&self, db: &DatabaseConnection, poll: Duration) -> Result<(), DbErr> {
+    async fn run(&self, db: &DatabaseConnection, poll: Duration) -> Result<(), AppError> {
         // Start from what is committed now: subscribers replay the past themselves.
-        let mut last_progress = journal::last_sequence::<progress::Entity, _>(db, self.task_id).await?;
-        let mut last_partial = journal::last_sequence::<partial::Entity, _>(db, self.task_id).await?;
+        let mut last_progress = feeds::last_sequence::<progress::Entity>(db, self.task_id).await?;
+        let mut last_partial = feeds::last_sequence::<partial::Entity>(db, self.task_id).await?;
         let mut grant_checked = Instant::now().checked_sub(poll).unwrap_or_else(Instant::now);
         // The last draft broadcast, as (generation, length): within one generation the
         // text only grows, so that pair tells a change.
@@ -104,7 +103,7 @@ impl Topic {
             }
             // The stage is read before the rows: a task seen terminal has committed
             // every row it will ever write, so the reads below see them all.
-            let task = tasks::find(db, self.task_id).await?;
+            let task = feeds::task(db, self.task_id).await?;
             let Some(task) = task else {
                 let _ = self.sender.send(TopicEvent::Ended);
                 return Ok(());
@@ -113,7 +112,7 @@ impl Topic {
             // a credential; not on every event, which would double the queries per event.
             if self.grant_dirty.swap(false, Ordering::AcqRel) || grant_checked.elapsed() >= poll {
                 grant_checked = Instant::now();
-                if !worker::grant::check(db, task.permission_snapshot_id, entity::now_millis()).await?.holds() {
+                if !feeds::grant_holds(db, task.permission_snapshot_id, entity::now_millis()).await? {
                     let _ = self.sender.send(TopicEvent::GrantRevoked);
                     return Ok(());
                 }
@@ -127,7 +126,7 @@ impl Topic {
                 let _ = self.sender.send(TopicEvent::Partial(Arc::new(row)));
             }
             if self.answer_followers.load(Ordering::Acquire) > 0
-                && let Some(row) = worker::store::drafts::find(db, self.task_id).await?
+                && let Some(row) = feeds::draft(db, self.task_id).await?
                 && last_draft != Some((row.generation, row.char_count))
             {
                 last_draft = Some((row.generation, row.char_count));
@@ -143,7 +142,7 @@ impl Topic {
 }
 
 /// Every row after `after`, in batches.
-async fn read_all<R: JournalRow>(db: &DatabaseConnection, task_id: Uuid, after: i32) -> Result<Vec<R>, DbErr> {
+async fn read_all<R: JournalRow>(db: &DatabaseConnection, task_id: Uuid, after: i32) -> Result<Vec<R>, AppError> {
     let mut rows = Vec::new();
     let mut cursor = after;
     loop {

@@ -113,8 +113,7 @@ pub async fn authenticate(db: &sea_orm::DatabaseConnection, presented: &str) -> 
         return Err(AppError::Unauthenticated);
     };
     let matches: bool = presented_hash.as_bytes().ct_eq(key.secret_hash.as_bytes()).into();
-    let live = key.revoked_at.is_none() && key.expires_at.is_none_or(|at| at > entity::now_millis());
-    if !matches || !live {
+    if !matches || !holds(&key, key.revision, entity::now_millis()) {
         return Err(AppError::Unauthenticated);
     }
     Ok(Principal {
@@ -130,4 +129,20 @@ pub async fn authenticate(db: &sea_orm::DatabaseConnection, presented: &str) -> 
         expires_at: key.expires_at,
         issuer: None,
     })
+}
+
+/// Whether `key` still authenticates at `revision` at `now`: not revoked, not rotated
+/// since, not expired. Authentication, the live layer's watch over open connections and a
+/// feed deciding why it ended all apply this one rule.
+pub fn holds(key: &api_key::Model, revision: i32, now: i64) -> bool {
+    key.revoked_at.is_none() && key.revision == revision && key.expires_at.is_none_or(|at| at > now)
+}
+
+/// Whether the key a caller authenticated with still holds now (false for a deleted key).
+pub async fn credential_holds(
+    db: &sea_orm::DatabaseConnection,
+    credential: &super::ApiKeyCredential,
+) -> Result<bool, AppError> {
+    let key = api_keys::find_any(db, credential.key_id).await?;
+    Ok(key.is_some_and(|key| holds(&key, credential.revision, entity::now_millis())))
 }

@@ -9,9 +9,11 @@
 //! everything reaches the database through `crate::store`.
 pub mod access;
 pub mod audit;
+pub mod batches;
 pub mod deletes;
 pub mod documents;
 mod error;
+pub mod feeds;
 pub mod key_secret;
 pub mod keys;
 pub mod library;

@@ -8,51 +8,13 @@
 //! NOTHING RETURNING sequence`. The next sequence is the last one plus one, which is only
 //! gapless because callers hold the job's row lock; a key written before (a replay) writes
 //! nothing, and a second statement reads the sequence it was written at.
+pub use entity::Journal;
 use entity::{research_task_partial_result as partial, research_task_progress_event as progress};
 use sea_orm::sea_query::{Expr, ExprTrait as _, Func, OnConflict, Query, SimpleExpr};
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DbErr, EntityTrait, Iterable as _, QueryFilter, QueryOrder, QuerySelect,
-    StatementBuilder,
+    ColumnTrait, ConnectionTrait, DbErr, Iterable as _, QueryFilter, QueryOrder, QuerySelect, StatementBuilder,
 };
 use uuid::Uuid;
-
-/// A per-job journal table.
-pub trait Journal: EntityTrait {
-    /// The job column.
-    const JOB: Self::Column;
-    /// The idempotency-key column.
-    const KEY: Self::Column;
-    /// The sequence column.
-    const SEQUENCE: Self::Column;
-    /// A row's sequence: 1, 2, 3… per job, with no gaps.
-    fn sequence(row: &Self::Model) -> i32;
-    /// The job a row belongs to.
-    fn job(row: &Self::Model) -> Uuid;
-}
-
-impl Journal for progress::Entity {
-    const JOB: progress::Column = progress::Column::ResearchTaskJobId;
-    const KEY: progress::Column = progress::Column::IdempotencyKey;
-    const SEQUENCE: progress::Column = progress::Column::Sequence;
-    fn sequence(row: &progress::Model) -> i32 {
-        row.sequence
-    }
-    fn job(row: &progress::Model) -> Uuid {
-        row.research_task_job_id
-    }
-}
-
-impl Journal for partial::Entity {
-    const JOB: partial::Column = partial::Column::ResearchTaskJobId;
-    const KEY: partial::Column = partial::Column::IdempotencyKey;
-    const SEQUENCE: partial::Column = partial::Column::Sequence;
-    fn sequence(row: &partial::Model) -> i32 {
-        row.sequence
-    }
-    fn job(row: &partial::Model) -> Uuid {
-        row.research_task_job_id
-    }
-}
 
 /// Up to `limit` rows of the job with a sequence greater than `after`, in order.
 pub async fn after<J: Journal, C: ConnectionTrait>(
@@ -212,7 +174,8 @@ async fn insert_next<J: Journal, C: ConnectionTrait>(
     Ok(Appended { sequence: written, new: false })
 }
 
-/// The job's row with this idempotency key, if one was written.
+/// The job's row with this idempotency key, if one was written (the driver suite's check).
+#[cfg(feature = "testing")]
 pub async fn by_key<J: Journal, C: ConnectionTrait>(
     conn: &C,
     job_id: Uuid,
