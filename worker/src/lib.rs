@@ -15,11 +15,16 @@ pub mod telemetry;
 pub mod app;
 
 // Research tasks: the lifecycle decides, the store reads and writes (every statement this
-// service sends), signals tell followers, grants say who may.
+// service sends), signals tell followers, grants say who may. The store is closed: only
+// the lifecycle and the application layer reach it, and the tests crate's driver suite
+// through the `testing` feature.
 pub mod grant;
 pub mod lifecycle;
 pub mod notify;
+#[cfg(feature = "testing")]
 pub mod store;
+#[cfg(not(feature = "testing"))]
+pub(crate) mod store;
 
 // Research itself: engines, rounds, grounding, answers, prompts, model costs. It reaches
 // passages through a port and knows no database.
@@ -32,9 +37,9 @@ pub mod outbox;
 pub mod webhooks;
 
 // The pipeline that runs a claimed task stage by stage (the tests drive it directly).
-#[cfg(feature = "test-support")]
+#[cfg(feature = "testing")]
 pub mod pipeline;
-#[cfg(not(feature = "test-support"))]
+#[cfg(not(feature = "testing"))]
 pub(crate) mod pipeline;
 
 // Inside the worker only.

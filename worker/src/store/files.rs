@@ -133,7 +133,8 @@ pub async fn stored_bytes<C: ConnectionTrait>(conn: &C, tenant_id: &str) -> Resu
     Ok(total.flatten().unwrap_or(0))
 }
 
-/// The parts stored for a document (for tests and the quota's accounting).
+/// The parts stored for a document (the tests check that removed bytes are gone).
+#[cfg(feature = "testing")]
 pub async fn part_count<C: ConnectionTrait>(conn: &C, document_id: Uuid) -> Result<u64, DbErr> {
     use sea_orm::PaginatorTrait as _;
     part::Entity::find().filter(part::Column::DocumentId.eq(document_id)).count(conn).await
@@ -146,8 +147,6 @@ pub struct FileLease {
     pub document_id: Uuid,
     /// The lease's token: every write checks it.
     pub token: Uuid,
-    /// The document revision the file belongs to.
-    pub revision: i32,
     /// What the file is, as stored.
     pub media_type: FileMediaType,
     /// Its size.
@@ -211,7 +210,6 @@ pub async fn lease_due(db: &DatabaseConnection, lock_ms: i64, now: i64) -> Resul
     Ok(Some(FileLease {
         document_id: due.document_id,
         token,
-        revision: due.document_revision,
         media_type: due.media_type,
         byte_size: due.byte_size,
         attempts,

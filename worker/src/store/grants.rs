@@ -4,15 +4,20 @@
 //! the fenced stage boundary, the batched claim, the task reads), so the rule has no twin.
 use std::collections::HashMap;
 
-use entity::{GrantDenial, permission_snapshot as snapshot};
-use sea_orm::{ConnectionTrait, DbErr, EntityTrait, Statement};
+use entity::GrantDenial;
+use sea_orm::{ConnectionTrait, DbErr, Statement};
 use uuid::Uuid;
 
 use super::{Dialect, dialect};
 
-/// Writes a permission snapshot (decided by the caller) and returns it.
-pub async fn insert_snapshot<C: ConnectionTrait>(conn: &C, row: snapshot::Model) -> Result<snapshot::Model, DbErr> {
-    use sea_orm::{ActiveModelTrait as _, IntoActiveModel as _};
+/// Writes a permission snapshot as given (the constraint suite's way past the grant rules).
+#[cfg(feature = "testing")]
+pub async fn insert_snapshot<C: ConnectionTrait>(
+    conn: &C,
+    row: entity::permission_snapshot::Model,
+) -> Result<entity::permission_snapshot::Model, DbErr> {
+    use entity::permission_snapshot as snapshot;
+    use sea_orm::{ActiveModelTrait as _, EntityTrait as _, IntoActiveModel as _};
     snapshot::Entity::insert(row.into_active_model().reset_all()).exec_with_returning(conn).await
 }
 
