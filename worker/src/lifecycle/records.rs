@@ -2,7 +2,7 @@
 //! (`canceled`, `paused`, `resumed`), a pause for input, the end of a wait, an automatic
 //! resume. Types, so every writer says the same thing the same way.
 use entity::Stage;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// How a wait for a person ended, as the `resumed` event says it.
@@ -58,4 +58,47 @@ pub(super) struct Resumed {
 pub(super) fn stored(record: &impl Serialize) -> Value {
     // Plain data with string keys: serializing it cannot fail.
     serde_json::to_value(record).unwrap_or(Value::Null)
+}
+
+/// A plan as a wait for its approval stores it (`{mode, sub_queries}`): an approval reads
+/// and replaces its sub-queries and keeps every other field as it was.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub(super) struct StoredPlan {
+    #[serde(default)]
+    pub sub_queries: Vec<String>,
+    #[serde(flatten)]
+    pub rest: serde_json::Map<String, Value>,
+}
+
+impl StoredPlan {
+    /// The plan a wait stored (none reads as an empty plan).
+    pub fn of(stored: Option<Value>) -> Self {
+        stored.and_then(|plan| serde_json::from_value(plan).ok()).unwrap_or_default()
+    }
+
+    /// As stored.
+    pub fn into_value(self) -> Value {
+        // Strings and a map of JSON values: it always serializes.
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_approval_replaces_the_sub_queries_and_keeps_the_rest_of_the_plan() {
+        let stored = serde_json::json!({ "mode": "research", "sub_queries": ["a", "b"] });
+        let mut plan = StoredPlan::of(Some(stored));
+        assert_eq!(plan.sub_queries, ["a", "b"]);
+        plan.sub_queries = vec!["c".to_owned()];
+        assert_eq!(plan.into_value(), serde_json::json!({ "mode": "research", "sub_queries": ["c"] }));
+    }
+
+    #[test]
+    fn a_missing_plan_reads_as_an_empty_one() {
+        assert!(StoredPlan::of(None).sub_queries.is_empty());
+        assert!(StoredPlan::of(Some(Value::String("odd".into()))).sub_queries.is_empty());
+    }
 }

@@ -7,10 +7,10 @@
 //! waiting task holds no lease and its timeout is an ordinary automatic resume.
 use entity::research_task_wait::{self as wait, CLARIFICATION, PLAN_APPROVAL};
 
-use super::records::{PausedForInput, Resumed, WaitEnded, stored};
+use super::records::{PausedForInput, Resumed, StoredPlan, WaitEnded, stored};
 use entity::{OutboxStatus, ProgressEventType, Stage, TaskLimits, research_task_job as job};
 use sea_orm::{ConnectionTrait, DatabaseConnection};
-use serde_json::{Value, json};
+use serde_json::Value;
 use uuid::Uuid;
 
 use super::LifecycleError;
@@ -281,12 +281,12 @@ async fn answer(
     };
     let ending = match input {
         Input::Plan(given) => {
-            let mut plan = open.proposed_plan.clone().unwrap_or_else(|| json!({}));
-            let edited = given.as_ref().is_some_and(|given| *given != plan_queries(&plan));
+            let mut plan = StoredPlan::of(open.proposed_plan.clone());
+            let edited = given.as_ref().is_some_and(|given| *given != plan.sub_queries);
             if let Some(given) = given {
-                plan["sub_queries"] = json!(given);
+                plan.sub_queries = given;
             }
-            Ending { resolution: "approved", approved_plan: Some(plan), edited, answer: None }
+            Ending { resolution: "approved", approved_plan: Some(plan.into_value()), edited, answer: None }
         }
         Input::Clarification(text) => Ending { resolution: "answered", answer: Some(text), ..Ending::default() },
     };

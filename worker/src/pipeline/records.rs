@@ -68,8 +68,80 @@ pub(super) struct EvidenceBundle {
     pub evidence: Vec<Passage>,
 }
 
+/// An evidence passage as the answer trace stores it: every key of the passage and its
+/// citation number (1 for the first).
+#[derive(Serialize)]
+pub(super) struct CitedPassage<'a> {
+    #[serde(flatten)]
+    pub passage: &'a Passage,
+    pub citation: usize,
+}
+
+/// What a stage's engine reported, as its stage event keeps it: the engine's own fields
+/// (anything but an object counts as none) beside the parts the pipeline adds by name
+/// (`calls`, `clarification`, `decision`).
+#[derive(Debug, Default)]
+pub(super) struct Report(serde_json::Map<String, Value>);
+
+impl Report {
+    /// The engine's report.
+    pub fn of(report: Value) -> Self {
+        match report {
+            Value::Object(fields) => Self(fields),
+            _ => Self::default(),
+        }
+    }
+
+    /// This report with `part` under `key`.
+    pub fn with(mut self, key: &str, part: Value) -> Self {
+        self.0.insert(key.to_owned(), part);
+        self
+    }
+
+    /// Takes the part under `key` out, if there is one.
+    pub fn take(&mut self, key: &str) -> Option<Value> {
+        self.0.remove(key)
+    }
+
+    /// The part under `key`, if there is one.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.0.get(key)
+    }
+
+    /// Whether nothing is left.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// As stored: null when nothing is left.
+    pub fn into_value(self) -> Value {
+        if self.0.is_empty() { Value::Null } else { Value::Object(self.0) }
+    }
+}
+
 /// A record as the journal stores it.
 pub(super) fn stored(record: &impl Serialize) -> Value {
     // Every record here is plain data (no map with non-string keys): it always serializes.
     serde_json::to_value(record).unwrap_or(Value::Null)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_report_keeps_the_engines_fields_beside_named_parts() {
+        let report = Report::of(json!({ "model": "m" })).with("decision", json!({ "go": true }));
+        assert_eq!(report.into_value(), json!({ "model": "m", "decision": { "go": true } }));
+    }
+
+    #[test]
+    fn a_report_that_is_not_an_object_or_left_empty_is_stored_as_null() {
+        assert_eq!(Report::of(json!("text")).into_value(), Value::Null);
+        let mut report = Report::of(json!({ "calls": [] }));
+        assert_eq!(report.take("calls"), Some(json!([])));
+        assert_eq!(report.into_value(), Value::Null);
+    }
 }

@@ -5,13 +5,15 @@
 //! `stage:retrieving…` event, its retrievals and evidence from partial results.
 use entity::{Stage, research_task_job as job};
 use sea_orm::DatabaseConnection;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::drafts::flush_drafts;
 use super::human::Human;
 use super::passages::Library;
-use super::records::{Analyzed, BundleKind, EvidenceBundle, Planned, RetrievalBundle, Retrieved, stored};
+use super::records::{
+    Analyzed, BundleKind, CitedPassage, EvidenceBundle, Planned, Report, RetrievalBundle, Retrieved, stored,
+};
 use super::rounds::{self, Rounds};
 use crate::lifecycle::{Checkpoint, Completion, InputRequest, Lease};
 use crate::notify::Notifier;
@@ -126,7 +128,7 @@ pub(super) struct StageFailure {
 }
 
 fn calls_report(calls: &CallLog) -> Value {
-    json!({ "calls": calls.records() })
+    Report::default().with("calls", stored(&calls.records())).into_value()
 }
 
 async fn run_stage(
@@ -168,7 +170,7 @@ async fn run_stage(
                 plan.report = with_part(plan.report, "clarification", asked.report);
             }
             if limits.approve_plan == Some(true) && !human.plan_reviewed {
-                let request = InputRequest::PlanApproval { plan: json!(plan.output) };
+                let request = InputRequest::PlanApproval { plan: stored(&plan.output) };
                 return Ok(StageEnd::Await(request, account(stage, plan.cost, plan.report).0));
             }
             let payload = stored(&Planned { plan: &plan.output });
@@ -262,7 +264,7 @@ async fn run_stage(
             Ok(StageEnd::Done(Completion {
                 evidence: cited(&answer.output),
                 answer: answer.output.text,
-                citation_checks: checks.unwrap_or_else(|| json!([])),
+                citation_checks: checks.unwrap_or_else(|| Value::Array(Vec::new())),
                 cost_delta,
                 payload: report,
             }))
@@ -387,9 +389,7 @@ fn waiting_cost(ctx: &StageContext<'_>, cost: CostReport, report: Value) -> Cost
 
 /// `report` with `part` under `key` (an object made when `report` is not one).
 fn with_part(report: Value, key: &str, part: Value) -> Value {
-    let mut report = if report.is_object() { report } else { json!({}) };
-    report[key] = part;
-    report
+    Report::of(report).with(key, part).into_value()
 }
 
 /// The analysis stage's report with the decision's under `decision` (its call records
@@ -398,17 +398,17 @@ fn with_decision(analysis: Value, decision: Value) -> Value {
     if decision.is_null() {
         return analysis;
     }
-    let mut report = if analysis.is_object() { analysis } else { json!({}) };
-    let mut decision = decision;
-    if let Some(calls) = decision.as_object_mut().and_then(|fields| fields.remove("calls")) {
+    let mut report = Report::of(analysis);
+    let mut decision = Report::of(decision);
+    if let Some(calls) = decision.take("calls") {
         let mut all = report.get("calls").and_then(Value::as_array).cloned().unwrap_or_default();
         all.extend(calls.as_array().cloned().unwrap_or_default());
-        report["calls"] = Value::Array(all);
+        report = report.with("calls", Value::Array(all));
     }
-    if decision.as_object().is_some_and(|fields| !fields.is_empty()) {
-        report["decision"] = decision;
+    if !decision.is_empty() {
+        report = report.with("decision", decision.into_value());
     }
-    report
+    report.into_value()
 }
 
 /// The stage's cost delta, with the engine's per-call detail (`report.calls`) moved into
@@ -425,17 +425,11 @@ fn account(stage: Stage, cost: CostReport, mut report: Value) -> (CostDelta, Val
 /// The evidence as the answer trace stores it: each passage (every key of the evidence
 /// bundle's items) with its citation number.
 fn cited(answer: &Answer) -> Value {
-    let rows: Vec<Value> = answer
+    let rows: Vec<CitedPassage<'_>> = answer
         .evidence
         .iter()
         .enumerate()
-        .map(|(index, passage)| {
-            let mut item = serde_json::to_value(passage).unwrap_or_else(|_| json!({}));
-            if let Value::Object(fields) = &mut item {
-                fields.insert("citation".to_owned(), json!(index + 1));
-            }
-            item
-        })
+        .map(|(index, passage)| CitedPassage { passage, citation: index + 1 })
         .collect();
-    Value::Array(rows)
+    stored(&rows)
 }
