@@ -301,6 +301,9 @@ async fn a_client_that_stops_reading_is_closed_with_1013_once_it_drains_its_back
     let (code, reason) = loop {
         match client.recv_within(Duration::from_secs(60)).await? {
             Frame::Message(message) if message["type"] == "next" => delivered += 1,
+            // The keep-alive may fall due while a loaded machine drains (the protocol
+            // allows a ping at any time); only a result or the close counts here.
+            Frame::Message(message) if message["type"] == "ping" => {}
             Frame::Message(other) => bail!("unexpected message {other}"),
             Frame::Closed(code, reason) => break (code, reason),
         }
