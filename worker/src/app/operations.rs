@@ -3,13 +3,22 @@
 use uuid::Uuid;
 
 use super::audit::{self, Actor, action};
-use super::{App, AppError};
+use super::{App, AppError, Principal};
 
 pub use crate::store::ops::Snapshot;
 
-/// The service's state now (stages, waits, the outbox, the oldest queued task).
-pub async fn snapshot(app: &App) -> Result<Snapshot, AppError> {
-    Ok(crate::store::ops::snapshot(&app.db, entity::now_millis()).await?)
+/// The service's state now (stages, waits, the outbox, the oldest queued task), for an
+/// operator whose credential has not expired (a stream asks again at every snapshot, so
+/// it ends when the credential does).
+pub async fn snapshot(app: &App, caller: &Principal) -> Result<Snapshot, AppError> {
+    let now = entity::now_millis();
+    if !app.rules.is_operator(caller) {
+        return Err(AppError::Forbidden);
+    }
+    if caller.expires_at.is_some_and(|at| now >= at) {
+        return Err(AppError::Unauthenticated);
+    }
+    Ok(crate::store::ops::snapshot(&app.db, now).await?)
 }
 
 /// Makes the dead outbox row `id` pending again, recording it in the operator's tenant's

@@ -51,8 +51,8 @@ fn secure(response: &mut Response, headers: &HeaderMap) {
     set.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
 }
 
-/// The operator's credential expiry (`Some(None)`: none), or `None` when the request
-/// carries no operator's credential.
+/// The operator the request's credential stands for, or `None` (answered 404, as for a
+/// page that does not exist); each operation checks the operator rule again itself.
 async fn operator(state: &AppState, headers: &HeaderMap) -> Option<worker::app::Principal> {
     let authorization = headers.get(header::AUTHORIZATION).and_then(|value| value.to_str().ok());
     match authenticate(&state.db, &state.identity, authorization).await {
@@ -89,7 +89,7 @@ pub async fn data(
     };
     let segments: Vec<&str> = path.split('/').collect();
     match (method, segments.as_slice()) {
-        (Method::GET, ["stream"]) => stream(state, principal.expires_at),
+        (Method::GET, ["stream"]) => stream(state, principal),
         (Method::POST, ["outbox", id, "redeliver"]) => match id.parse::<Uuid>() {
             Ok(id) => redeliver(state, &headers, principal, id).await,
             Err(_) => not_found(),
@@ -100,16 +100,13 @@ pub async fn data(
 
 /// `GET /ops/stream`: a snapshot every two seconds, as server-sent events, until the
 /// operator's token expires.
-fn stream(state: AppState, expires_at: Option<i64>) -> Response {
-    // The stream ends when the token does: what it authorized was reading until then.
-    let events = futures_util::stream::unfold((state, true), move |(state, first)| async move {
+fn stream(state: AppState, principal: worker::app::Principal) -> Response {
+    // Each snapshot is authorized when it is read: the stream ends when the token does.
+    let events = futures_util::stream::unfold((state, principal, true), |(state, principal, first)| async move {
         if !first {
             tokio::time::sleep(EVERY).await;
         }
-        if expires_at.is_some_and(|at| entity::now_millis() >= at) {
-            return None;
-        }
-        let data = match operations::snapshot(&state.app).await {
+        let data = match operations::snapshot(&state.app, &principal).await {
             Ok(snapshot) => {
                 let sockets: Vec<_> = crate::gauges::open_counts()
                     .into_iter()
@@ -117,10 +114,12 @@ fn stream(state: AppState, expires_at: Option<i64>) -> Response {
                     .collect();
                 json!({ "snapshot": snapshot, "open": sockets })
             }
+            // What it authorized has ended (the token expired): so does the stream.
+            Err(worker::app::AppError::Unauthenticated | worker::app::AppError::Forbidden) => return None,
             Err(error) => json!({ "error": format!("the database did not answer: {}", describe(&error)) }),
         };
         let event = Bytes::from(format!("data: {data}\n\n"));
-        Some((Ok::<_, Infallible>(event), (state, false)))
+        Some((Ok::<_, Infallible>(event), (state, principal, false)))
     });
     let mut response = Response::new(Body::from_stream(events));
     let set = response.headers_mut();
