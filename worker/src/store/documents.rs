@@ -4,7 +4,7 @@
 //! without its passages or with another revision's; evidence already written keeps its
 //! own copy of the text.
 use entity::{IndexingStatus, MediaType, knowledge_document as document, knowledge_passage as passage};
-use sea_orm::sea_query::{Expr, ExprTrait as _, LockType};
+use sea_orm::sea_query::{Expr, ExprTrait as _};
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel,
     QueryFilter, QueryOrder, QuerySelect,
@@ -12,8 +12,8 @@ use sea_orm::{
 use serde_json::{Value, json};
 use uuid::Uuid;
 
+use super::backend::{Backend, on_backend};
 use super::pages::{PageKey, before};
-use super::{Dialect, dialect};
 use entity::Chunk;
 
 /// Passages inserted per statement (15 values each, well under SQLite's variable limit).
@@ -166,11 +166,7 @@ pub async fn lock<C: ConnectionTrait>(txn: &C, tenant_id: &str, id: Uuid) -> Res
 /// Reads the document (any tenant's) and locks its row until the transaction ends
 /// (SQLite's write transactions hold the one write lock already).
 pub async fn lock_any<C: ConnectionTrait>(txn: &C, id: Uuid) -> Result<Option<document::Model>, DbErr> {
-    let mut query = document::Entity::find_by_id(id);
-    if dialect(txn) == Dialect::Postgres {
-        query = query.lock(LockType::Update);
-    }
-    query.one(txn).await
+    on_backend!(txn, |B| B::locking_rows(document::Entity::find_by_id(id))).one(txn).await
 }
 
 /// The document by id alone (any tenant's).

@@ -10,7 +10,7 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use super::{Dialect, dialect};
+use super::backend::{Backend, on_backend};
 
 /// A leased document: what every write of its embedding run is fenced by.
 #[derive(Debug, Clone, Copy)]
@@ -101,10 +101,7 @@ pub async fn unembedded<C: ConnectionTrait>(
     model: &str,
     limit: usize,
 ) -> Result<Vec<Unembedded>, DbErr> {
-    let sql = match dialect(conn) {
-        Dialect::Postgres => super::postgres::UNEMBEDDED,
-        Dialect::Sqlite => super::sqlite::UNEMBEDDED,
-    };
+    let sql = on_backend!(conn, |B| B::STATEMENTS.unembedded);
     let limit = i64::try_from(limit.max(1)).unwrap_or(i64::MAX);
     let statement = Statement::from_sql_and_values(
         conn.get_database_backend(),
@@ -227,10 +224,7 @@ pub async fn requeue_for_model<C: ConnectionTrait>(conn: &C, model: &str, now: i
         .exec(conn)
         .await?
         .rows_affected;
-    let sql = match dialect(conn) {
-        Dialect::Postgres => super::postgres::RECONCILE_UNEMBEDDED,
-        Dialect::Sqlite => super::sqlite::RECONCILE_UNEMBEDDED,
-    };
+    let sql = on_backend!(conn, |B| B::STATEMENTS.reconcile_unembedded);
     let statement = Statement::from_sql_and_values(conn.get_database_backend(), sql, [model.into(), now.into()]);
     let stale = conn.execute_raw(statement).await?.rows_affected();
     Ok(retried + stale)

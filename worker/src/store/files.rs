@@ -9,15 +9,16 @@ use entity::{
     FileMediaType, FileState, IndexingStatus, MediaType, knowledge_document as document,
     knowledge_document_file as file, knowledge_document_file_part as part,
 };
-use sea_orm::sea_query::{Expr, ExprTrait as _, LockBehavior, LockType};
+use sea_orm::sea_query::{Expr, ExprTrait as _};
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter,
     QueryOrder, QuerySelect,
 };
 use uuid::Uuid;
 
+use super::backend::{Backend, on_backend};
+use super::begin_write;
 use super::documents::{self, NewDocument};
-use super::{Dialect, begin_write, dialect};
 use entity::Chunk;
 
 /// The most bytes one part holds: a file is written and read a part at a time.
@@ -176,10 +177,7 @@ pub async fn lease_due(db: &DatabaseConnection, lock_ms: i64, now: i64) -> Resul
         if let Some(tenant) = tenant {
             query = query.filter(file::Column::TenantId.eq(tenant));
         }
-        if dialect(&txn) == Dialect::Postgres {
-            query = query.lock_with_behavior(LockType::Update, LockBehavior::SkipLocked);
-        }
-        query
+        on_backend!(&txn, |B| B::skipping_locked_rows(query))
     };
     // An idle loop (nothing due) costs this one grouped read.
     let Some(fairest) = fairest_tenant(&txn, now).await? else {

@@ -8,12 +8,12 @@ use entity::{
     DocumentFilters, FileMediaType, FilteredDocument, MediaType, knowledge_document as document,
     knowledge_document_file as file,
 };
-use sea_orm::sea_query::{Condition, Expr};
+use sea_orm::sea_query::Condition;
 use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QuerySelect};
-use serde_json::{Value, json};
+use serde_json::Value;
 use uuid::Uuid;
 
-use super::{Dialect, dialect};
+use super::backend::{Backend, on_backend};
 
 /// The ids of the documents of the space that meet every condition of `filters`.
 pub async fn matching<C: ConnectionTrait>(
@@ -36,7 +36,7 @@ pub async fn matching<C: ConnectionTrait>(
         query = query.filter(document::Column::Id.is_in(ids.iter().copied()));
     }
     if let Some((key, want)) = filters.metadata.as_ref().and_then(narrowest_key)
-        && let Some(condition) = metadata_condition(dialect(conn), key, want)
+        && let Some(condition) = on_backend!(conn, |B| metadata_condition::<B>(key, want))
     {
         query = query.filter(condition);
     }
@@ -91,45 +91,14 @@ fn narrowest_key(wanted: &serde_json::Map<String, Value>) -> Option<(&str, &Valu
 
 /// A condition every document whose `key` matches `want` meets (more may meet it; the
 /// rule decides), or `None` when SQL cannot narrow this key.
-fn metadata_condition(dialect: Dialect, key: &str, want: &Value) -> Option<Condition> {
+fn metadata_condition<B: Backend>(key: &str, want: &Value) -> Option<Condition> {
     let values: &[Value] = match want {
         Value::Array(values) => values,
         single => std::slice::from_ref(single),
     };
     let mut any = Condition::any();
     for value in values {
-        match dialect {
-            // Containment keeps types and reads the GIN index; `{k: [v]}` finds v inside a
-            // list the document holds.
-            Dialect::Postgres => {
-                for shape in [json!({ key: value }), json!({ key: [value] })] {
-                    any = any.add(Expr::cust_with_values(
-                        r#""knowledge_documents"."metadata" @> CAST($1 AS jsonb)"#,
-                        [shape.to_string()],
-                    ));
-                }
-            }
-            Dialect::Sqlite => {
-                // The key as a JSON path; a key SQLite's path syntax cannot quote is left
-                // to the rule, as is null (SQL compares nothing equal to it).
-                if key.contains(['"', '\\']) || value.is_null() {
-                    return None;
-                }
-                let atom: sea_orm::Value = match value {
-                    Value::String(text) => text.clone().into(),
-                    Value::Bool(flag) => i64::from(*flag).into(),
-                    Value::Number(number) => match number.as_i64() {
-                        Some(integer) => integer.into(),
-                        None => number.as_f64().unwrap_or_default().into(),
-                    },
-                    _ => return None,
-                };
-                any = any.add(Expr::cust_with_values(
-                    r#"EXISTS (SELECT 1 FROM json_each("knowledge_documents"."metadata", ?) AS "element" WHERE "element"."atom" = ?)"#,
-                    [format!("$.\"{key}\"").into(), atom],
-                ));
-            }
-        }
+        any = any.add(B::metadata_holds(key, value)?);
     }
     Some(any)
 }

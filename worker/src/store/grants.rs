@@ -8,7 +8,7 @@ use entity::GrantDenial;
 use sea_orm::{ConnectionTrait, DbErr, Statement};
 use uuid::Uuid;
 
-use super::{Dialect, dialect};
+use super::backend::{Backend, on_backend};
 
 /// Writes a permission snapshot as given (the constraint suite's way past the grant rules).
 #[cfg(feature = "testing")]
@@ -32,16 +32,8 @@ pub async fn verdicts<C: ConnectionTrait>(
         return Ok(HashMap::new());
     }
     let backend = conn.get_database_backend();
-    let statement = match dialect(conn) {
-        Dialect::Postgres => {
-            Statement::from_sql_and_values(backend, super::postgres::GRANT_VERDICTS, [ids.to_vec().into(), now.into()])
-        }
-        Dialect::Sqlite => Statement::from_sql_and_values(
-            backend,
-            super::sqlite::GRANT_VERDICTS,
-            [super::sqlite::id_list(ids), now.into()],
-        ),
-    };
+    let (sql, ids_value) = on_backend!(conn, |B| (B::STATEMENTS.grant_verdicts, B::id_list(ids)));
+    let statement = Statement::from_sql_and_values(backend, sql, [ids_value, now.into()]);
     let mut verdicts: HashMap<Uuid, Option<GrantDenial>> =
         ids.iter().map(|id| (*id, Some(GrantDenial::Missing))).collect();
     for row in conn.query_all_raw(statement).await? {

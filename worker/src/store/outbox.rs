@@ -6,13 +6,13 @@
 //! (`pending → dispatching → dispatched`, `dead` after its attempts), and a claim still
 //! marks the entry `leased`, fencing out a publish still under way.
 use entity::{OutboxStatus, research_task_job as job, research_task_outbox as outbox};
-use sea_orm::sea_query::{Expr, ExprTrait as _, LockBehavior, LockType};
+use sea_orm::sea_query::{Expr, ExprTrait as _};
 use sea_orm::{
     ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect, UpdateMany,
 };
 use uuid::Uuid;
 
-use super::{Dialect, dialect};
+use super::backend::{Backend, on_backend};
 
 /// The message id of a task's n-th entry; unique, and stable across retries of the same
 /// entry, so an external queue can drop duplicates.
@@ -143,14 +143,12 @@ where
     let abandoned = Condition::all()
         .add(outbox::Column::Status.eq(OutboxStatus::Dispatching))
         .add(outbox::Column::LockedUntil.lte(now));
-    let mut query = outbox::Entity::find()
+    let query = outbox::Entity::find()
         .filter(Condition::any().add(pending).add(abandoned))
         .order_by_asc(outbox::Column::AvailableAt)
         .order_by_asc(outbox::Column::Id)
         .limit(batch);
-    if dialect(&txn) == Dialect::Postgres {
-        query = query.lock_with_behavior(LockType::Update, LockBehavior::SkipLocked);
-    }
+    let query = on_backend!(&txn, |B| B::skipping_locked_rows(query));
     let due: Vec<Uuid> = query.select_only().column(outbox::Column::Id).into_tuple().all(&txn).await?;
     if due.is_empty() {
         txn.rollback().await?;

@@ -8,53 +8,8 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use super::{Dialect, dialect};
-
-/// Where to search.
-#[derive(Debug, Clone, Copy)]
-pub struct Scope<'a> {
-    /// The space's tenant.
-    pub tenant_id: &'a str,
-    /// The space.
-    pub knowledge_space_id: Uuid,
-    /// Only passages of these documents (a task's `limits.filters`, resolved by
-    /// `documents::matching`); `None` for every document of the space.
-    pub documents: Option<&'a [Uuid]>,
-}
-
-impl<'a> Scope<'a> {
-    /// Every document of the space.
-    pub fn space(tenant_id: &'a str, knowledge_space_id: Uuid) -> Self {
-        Self { tenant_id, knowledge_space_id, documents: None }
-    }
-}
-
-/// A passage as search reads it, with a ranker's score.
-#[derive(Debug, Clone, FromQueryResult)]
-pub struct PassageRow {
-    /// The passage.
-    pub id: Uuid,
-    /// Its document.
-    pub document_id: Uuid,
-    /// The document's title.
-    pub title: String,
-    /// Its text.
-    pub text: String,
-    /// Where it starts in the document's content, in code points.
-    pub char_start: i32,
-    /// Where it ends (exclusive).
-    pub char_end: i32,
-    /// The headings above it, a JSON array.
-    pub heading_path: serde_json::Value,
-    /// The first page of a PDF it comes from.
-    pub page_start: Option<i32>,
-    /// The last page of a PDF it comes from.
-    pub page_end: Option<i32>,
-    /// Where its document came from, if its author said.
-    pub source_uri: Option<String>,
-    /// The ranker's score (0 where none ranked it).
-    pub score: f64,
-}
+use super::backend::{Backend, on_backend};
+pub use super::rows::{PassageRow, Scope};
 
 /// The best `limit` passages for `terms` (words safe to quote), best first.
 pub async fn full_text<C: ConnectionTrait>(
@@ -68,34 +23,8 @@ pub async fn full_text<C: ConnectionTrait>(
     }
     let backend = conn.get_database_backend();
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let statement = match dialect(conn) {
-        Dialect::Postgres => Statement::from_sql_and_values(
-            backend,
-            super::postgres::FULL_TEXT,
-            [
-                scope.tenant_id.into(),
-                scope.knowledge_space_id.into(),
-                terms.join(" or ").into(),
-                limit.into(),
-                postgres_documents(scope),
-            ],
-        ),
-        Dialect::Sqlite => {
-            let matched: Vec<String> = terms.iter().map(|term| format!("\"{term}\"")).collect();
-            Statement::from_sql_and_values(
-                backend,
-                super::sqlite::FULL_TEXT,
-                [
-                    matched.join(" OR ").into(),
-                    scope.knowledge_space_id.into(),
-                    limit.into(),
-                    scope.tenant_id.into(),
-                    scope.knowledge_space_id.into(),
-                    scope.documents.map_or(sea_orm::Value::String(None), super::sqlite::id_list),
-                ],
-            )
-        }
-    };
+    let (sql, values) = on_backend!(conn, |B| (B::STATEMENTS.full_text, B::full_text_values(scope, terms, limit)));
+    let statement = Statement::from_sql_and_values(backend, sql, values);
     PassageRow::find_by_statement(statement).all(conn).await
 }
 
@@ -109,49 +38,17 @@ pub async fn full_text_for_queries<C: ConnectionTrait>(
     limit: u64,
 ) -> Result<Vec<Vec<PassageRow>>, DbErr> {
     let searched: Vec<&[String]> = queries.iter().map(Vec::as_slice).filter(|terms| !terms.is_empty()).collect();
-    if dialect(conn) == Dialect::Sqlite || searched.len() <= 1 || limit == 0 {
-        let mut found = Vec::with_capacity(queries.len());
-        for terms in queries {
-            found.push(full_text(conn, scope, terms, limit).await?);
-        }
-        return Ok(found);
+    if searched.is_empty() || limit == 0 {
+        return Ok(queries.iter().map(|_| Vec::new()).collect());
     }
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let words: Vec<String> = searched.iter().map(|terms| terms.join(" or ")).collect();
-    let words = serde_json::to_string(&words).map_err(|error| DbErr::Custom(error.to_string()))?;
-    let statement = Statement::from_sql_and_values(
-        conn.get_database_backend(),
-        super::postgres::FULL_TEXT_FOR_QUERIES,
-        [
-            scope.tenant_id.into(),
-            scope.knowledge_space_id.into(),
-            words.into(),
-            limit.into(),
-            postgres_documents(scope),
-        ],
-    );
-    let mut lists: Vec<Vec<PassageRow>> = searched.iter().map(|_| Vec::new()).collect();
-    for result in conn.query_all_raw(statement).await? {
-        let n: i64 = result.try_get("", "n")?;
-        let list = usize::try_from(n - 1).ok().and_then(|index| lists.get_mut(index));
-        let list =
-            list.ok_or_else(|| DbErr::Custom(format!("full-text search answered query {n} of {}", searched.len())))?;
-        list.push(PassageRow::from_query_result(&result, "")?);
-    }
+    let lists = on_backend!(conn, |B| B::full_text_for_queries(conn, scope, &searched, limit).await)?;
     // Back in the order asked, with nothing for the queries that had no terms.
     let mut lists = lists.into_iter();
     Ok(queries
         .iter()
         .map(|terms| if terms.is_empty() { Vec::new() } else { lists.next().unwrap_or_default() })
         .collect())
-}
-
-/// The scope's documents as PostgreSQL's `uuid[]` parameter (NULL for every document).
-fn postgres_documents(scope: Scope<'_>) -> sea_orm::Value {
-    match scope.documents {
-        Some(ids) => ids.to_vec().into(),
-        None => sea_orm::Value::Array(sea_orm::sea_query::ArrayType::Uuid, None),
-    }
 }
 
 /// A passage's stored vector.
@@ -198,10 +95,7 @@ pub async fn by_ids<C: ConnectionTrait>(conn: &C, scope: Scope<'_>, ids: &[Uuid]
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    let (sql, ids) = match dialect(conn) {
-        Dialect::Postgres => (super::postgres::PASSAGES_BY_IDS, ids.to_vec().into()),
-        Dialect::Sqlite => (super::sqlite::PASSAGES_BY_IDS, super::sqlite::id_list(ids)),
-    };
+    let (sql, ids) = on_backend!(conn, |B| (B::STATEMENTS.passages_by_ids, B::id_list(ids)));
     let values = [scope.tenant_id.into(), scope.knowledge_space_id.into(), ids];
     PassageRow::find_by_statement(Statement::from_sql_and_values(conn.get_database_backend(), sql, values))
         .all(conn)

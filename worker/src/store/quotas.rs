@@ -5,7 +5,7 @@ use entity::research_task_job as job;
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, PaginatorTrait as _, QueryFilter, Statement};
 
-use super::{Dialect, dialect};
+use super::backend::{Backend, on_backend};
 
 /// The tenant's unfinished tasks (queued, running or paused), counted on the partial index.
 pub async fn unfinished_tasks<C: ConnectionTrait>(conn: &C, tenant_id: &str) -> Result<u64, DbErr> {
@@ -18,10 +18,7 @@ pub async fn unfinished_tasks<C: ConnectionTrait>(conn: &C, tenant_id: &str) -> 
 
 /// Nanodollars the tenant's tasks created at or after `since` have spent.
 pub async fn usd_nanos_spent_since<C: ConnectionTrait>(conn: &C, tenant_id: &str, since: i64) -> Result<i64, DbErr> {
-    let sql = match dialect(conn) {
-        Dialect::Postgres => super::postgres::USD_NANOS_SPENT_SINCE,
-        Dialect::Sqlite => super::sqlite::USD_NANOS_SPENT_SINCE,
-    };
+    let sql = on_backend!(conn, |B| B::STATEMENTS.usd_nanos_spent_since);
     let statement = Statement::from_sql_and_values(conn.get_database_backend(), sql, [tenant_id.into(), since.into()]);
     Ok(match conn.query_one_raw(statement).await? {
         Some(row) => row.try_get::<Option<i64>>("", "nanos")?.unwrap_or(0),

@@ -7,15 +7,15 @@ use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::{Dialect, dialect, postgres};
+use super::backend::{Backend, on_backend};
 use crate::notify::{Notifier, TaskSignal};
 
 /// Queues `signals` for other processes, delivered when `txn` commits.
 pub async fn announce<C: ConnectionTrait>(txn: &C, signals: &[TaskSignal]) -> Result<(), DbErr> {
-    match dialect(txn) {
-        Dialect::Postgres if !signals.is_empty() => postgres::listen::announce(txn, signals).await,
-        _ => Ok(()),
+    if signals.is_empty() {
+        return Ok(());
     }
+    on_backend!(txn, |B| B::announce(txn, signals).await)
 }
 
 /// Starts this process's one listener for other processes' signals, which it publishes on
@@ -28,7 +28,5 @@ pub fn spawn_listener(
     shutdown: CancellationToken,
     tracker: &TaskTracker,
 ) {
-    if dialect(db) == Dialect::Postgres {
-        postgres::listen::spawn(db, notifier, on_gap, shutdown, tracker);
-    }
+    on_backend!(db, |B| B::spawn_listener(db, notifier, on_gap, shutdown, tracker));
 }

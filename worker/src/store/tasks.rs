@@ -6,53 +6,21 @@
 use std::collections::HashSet;
 
 use entity::{Stage, research_task_job as job};
-use sea_orm::sea_query::{LockBehavior, LockType, Query};
+use sea_orm::sea_query::Query;
 use sea_orm::{
     ActiveModelTrait as _, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel as _, QueryFilter,
     QuerySelect, Statement,
 };
 use uuid::Uuid;
 
+use super::backend::{Backend, on_backend};
 use super::pages::{PageKey, before};
-use super::{Dialect, dialect};
-
-/// A held lease as the store checks it: the job and the token its row must still carry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct LeasePair {
-    /// The job leased.
-    pub job_id: Uuid,
-    /// The fencing token.
-    pub token: Uuid,
-}
-
-/// The rows a new task is created with, every column decided by the caller.
-#[derive(Debug, Clone)]
-pub struct NewTaskRows {
-    /// The grant it runs under.
-    pub snapshot: entity::permission_snapshot::Model,
-    /// The task.
-    pub task: job::Model,
-    /// The trace context of the request that created it, when spans are exported.
-    pub trace_context: Option<entity::research_task_trace_context::Model>,
-    /// Its first outbox entry.
-    pub outbox: entity::research_task_outbox::Model,
-}
+pub use super::rows::{Fence, LeasePair, NewTaskRows};
 
 /// Writes a new task with its grant, trace context and first outbox entry; returns the
 /// task as written. One statement on PostgreSQL; one insert per row on SQLite.
 pub async fn create<C: ConnectionTrait>(txn: &C, rows: NewTaskRows) -> Result<job::Model, DbErr> {
-    use entity::{permission_snapshot as snapshot, research_task_outbox as outbox};
-    if dialect(txn) == Dialect::Postgres {
-        let NewTaskRows { snapshot, task, trace_context, outbox } = rows;
-        return super::postgres::create::create(txn, &snapshot, task, trace_context.as_ref(), &outbox).await;
-    }
-    snapshot::Entity::insert(rows.snapshot.into_active_model().reset_all()).exec_without_returning(txn).await?;
-    job::Entity::insert(rows.task.clone().into_active_model().reset_all()).exec_without_returning(txn).await?;
-    if let Some(context) = rows.trace_context {
-        super::trace_contexts::insert(txn, context).await?;
-    }
-    outbox::Entity::insert(rows.outbox.into_active_model().reset_all()).exec_without_returning(txn).await?;
-    Ok(rows.task)
+    on_backend!(txn, |B| B::create_task(txn, rows).await)
 }
 
 /// The task row, if there is one.
@@ -64,30 +32,13 @@ pub async fn find<C: ConnectionTrait>(conn: &C, id: Uuid) -> Result<Option<job::
 /// PostgreSQL; SQLite's write transactions begin IMMEDIATE and already hold the one write
 /// lock.
 pub async fn lock<C: ConnectionTrait>(txn: &C, id: Uuid) -> Result<Option<job::Model>, DbErr> {
-    let mut query = job::Entity::find_by_id(id);
-    if dialect(txn) == Dialect::Postgres {
-        query = query.lock(LockType::Update);
-    }
-    query.one(txn).await
+    on_backend!(txn, |B| B::locking_rows(job::Entity::find_by_id(id))).one(txn).await
 }
 
 /// Writes the task row back as the caller decided it (every column), under the row lock
 /// the caller holds; returns it as written.
 pub async fn save<C: ConnectionTrait>(txn: &C, row: job::Model) -> Result<job::Model, DbErr> {
     row.into_active_model().reset_all().update(txn).await
-}
-
-/// Why a lease holder's boundary would not land now, read under the row's lock: the lease
-/// is gone, the stage moved under it, or the task's grant no longer holds. `None` when it
-/// would land.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fence {
-    /// The row no longer carries the lease's token (re-claimed, canceled, paused, deleted).
-    LeaseLost,
-    /// The row moved to this stage under the lease.
-    StageMoved(Stage),
-    /// The grant died, for this reason.
-    GrantDenied(entity::GrantDenial),
 }
 
 /// The fence of a boundary of `lease` from `from_stage` at `now`, checked under the row's
@@ -99,11 +50,8 @@ pub async fn fence<C: ConnectionTrait>(
     now: i64,
 ) -> Result<Option<Fence>, DbErr> {
     let backend = txn.get_database_backend();
-    let (sql, id) = match dialect(txn) {
-        Dialect::Postgres => (super::postgres::FENCE, lease.job_id.into()),
-        Dialect::Sqlite => (super::sqlite::FENCE, lease.job_id.into()),
-    };
-    let statement = Statement::from_sql_and_values(backend, sql, [id, now.into()]);
+    let sql = on_backend!(txn, |B| B::STATEMENTS.fence);
+    let statement = Statement::from_sql_and_values(backend, sql, [lease.job_id.into(), now.into()]);
     let Some(row) = txn.query_one_raw(statement).await? else {
         return Ok(Some(Fence::LeaseLost));
     };
@@ -150,10 +98,7 @@ pub async fn renew_leases<C: ConnectionTrait>(
             .and_where(job::Column::Id.is_in(ids.clone()))
             .and_where(job::Column::LeaseToken.is_in(tokens.clone()))
             .to_owned();
-        let skip_locked = batch.len() > 1 && dialect(conn) == Dialect::Postgres;
-        if skip_locked {
-            held_rows.lock_with_behavior(LockType::Update, LockBehavior::SkipLocked);
-        }
+        let skip_locked = batch.len() > 1 && on_backend!(conn, |B| B::skip_locked_rows(&mut held_rows));
         let result = job::Entity::update_many()
             .col_expr(job::Column::LeaseExpiresAt, now.saturating_add(lease_ms).into())
             .col_expr(job::Column::HeartbeatAt, now.into())
@@ -194,10 +139,7 @@ pub async fn find_readable<C: ConnectionTrait>(
     now: i64,
 ) -> Result<Option<job::Model>, DbErr> {
     use sea_orm::FromQueryResult as _;
-    let sql = match dialect(conn) {
-        Dialect::Postgres => super::postgres::TASK_READABLE,
-        Dialect::Sqlite => super::sqlite::TASK_READABLE,
-    };
+    let sql = on_backend!(conn, |B| B::STATEMENTS.task_readable);
     let values: [sea_orm::Value; 4] = [id.into(), tenant_id.into(), subject_id.into(), now.into()];
     let statement = Statement::from_sql_and_values(conn.get_database_backend(), sql, values);
     job::Model::find_by_statement(statement).one(conn).await
@@ -218,10 +160,7 @@ pub async fn page<C: ConnectionTrait>(
     now: i64,
 ) -> Result<Vec<job::Model>, DbErr> {
     use sea_orm::QueryOrder as _;
-    let grant_holds = match dialect(conn) {
-        Dialect::Postgres => super::postgres::GRANT_HOLDS_OF_JOBS,
-        Dialect::Sqlite => super::sqlite::GRANT_HOLDS_OF_JOBS,
-    };
+    let grant_holds = on_backend!(conn, |B| B::STATEMENTS.grant_holds_of_jobs);
     let mut query = job::Entity::find()
         .filter(job::Column::TenantId.eq(tenant_id))
         .filter(job::Column::KnowledgeSpaceId.eq(knowledge_space_id))

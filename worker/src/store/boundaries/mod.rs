@@ -14,7 +14,7 @@ pub(crate) mod rows;
 pub use rows::{BoundaryOutcome, BoundaryWrite, EventWrite, Landed, PartialWrite, TraceWrite};
 use sea_orm::{ConnectionTrait, DbErr};
 
-use crate::store::{Dialect, dialect};
+use crate::store::backend::{Backend, on_backend};
 
 /// Writes `boundaries` (of different tasks, each a move the caller's stage rule allows) in
 /// `txn`; returns each one's outcome in the order given. An `Err` means a statement failed
@@ -23,8 +23,5 @@ pub async fn write<C: ConnectionTrait>(txn: &C, boundaries: &[BoundaryWrite]) ->
     if boundaries.is_empty() {
         return Ok(Vec::new());
     }
-    match dialect(txn) {
-        Dialect::Postgres => crate::store::postgres::boundaries::write(txn, boundaries).await,
-        Dialect::Sqlite => crate::store::sqlite::boundaries::write(txn, boundaries).await,
-    }
+    on_backend!(txn, |B| B::write_boundaries(txn, boundaries).await)
 }

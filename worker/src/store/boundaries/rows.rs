@@ -4,7 +4,7 @@ use serde::Serialize;
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::store::tasks::{Fence, LeasePair};
+use crate::store::rows::{Fence, LeasePair};
 
 /// One task's stage boundary, as decided.
 #[derive(Debug, Clone)]

@@ -9,7 +9,7 @@
 //! (so the run need not ask before its first stage) and whether its creator has a webhook
 //! endpoint (so an event nobody subscribed to costs no lookup).
 use entity::{Stage, research_task_job as job};
-use sea_orm::sea_query::{Expr, LockBehavior, LockType};
+use sea_orm::sea_query::Expr;
 use sea_orm::{
     ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, FromQueryResult, Iterable as _, QueryFilter,
     QueryOrder, QuerySelect, Statement,
@@ -20,7 +20,7 @@ pub(crate) mod rows;
 
 pub use rows::{LeaseWrite, Leased};
 
-use crate::store::{Dialect, dialect};
+use crate::store::backend::{Backend, on_backend};
 
 /// One tenant's space: the unit fair claiming takes turns between.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, FromQueryResult)]
@@ -34,10 +34,7 @@ pub struct Pair {
 /// Every pair with unfinished tasks, in order: a skip scan over the partial index of
 /// unfinished tasks (one probe per pair), never a read of the backlog itself.
 pub async fn pairs<C: ConnectionTrait>(conn: &C) -> Result<Vec<Pair>, DbErr> {
-    let sql = match dialect(conn) {
-        Dialect::Postgres => crate::store::postgres::PAIRS,
-        Dialect::Sqlite => crate::store::sqlite::PAIRS,
-    };
+    let sql = on_backend!(conn, |B| B::STATEMENTS.pairs);
     Pair::find_by_statement(Statement::from_string(conn.get_database_backend(), sql)).all(conn).await
 }
 
@@ -79,14 +76,13 @@ pub async fn live_leases<C: ConnectionTrait>(
     knowledge_space_id: Option<Uuid>,
     now: i64,
 ) -> Result<i64, DbErr> {
-    let (sql, space) = match (dialect(conn), knowledge_space_id) {
-        (Dialect::Postgres, None) => (crate::store::postgres::LIVE_LEASES_OF_TENANT, None),
-        (Dialect::Postgres, Some(space)) => (crate::store::postgres::LIVE_LEASES_OF_SPACE, Some(space)),
-        (Dialect::Sqlite, None) => (crate::store::sqlite::LIVE_LEASES_OF_TENANT, None),
-        (Dialect::Sqlite, Some(space)) => (crate::store::sqlite::LIVE_LEASES_OF_SPACE, Some(space)),
+    let statements = on_backend!(conn, |B| &B::STATEMENTS);
+    let sql = match knowledge_space_id {
+        None => statements.live_leases_of_tenant,
+        Some(_) => statements.live_leases_of_space,
     };
     let mut values: Vec<sea_orm::Value> = vec![now.into(), tenant_id.into()];
-    values.extend(space.map(Into::into));
+    values.extend(knowledge_space_id.map(Into::into));
     let row = conn.query_one_raw(Statement::from_sql_and_values(conn.get_database_backend(), sql, values)).await?;
     Ok(match row {
         Some(row) => row.try_get::<i64>("", "n")?,
@@ -121,10 +117,7 @@ pub async fn due<C: ConnectionTrait>(
     if !taken.is_empty() {
         query = query.filter(job::Column::Id.is_not_in(taken.iter().copied()));
     }
-    if dialect(txn) == Dialect::Postgres {
-        query = query.lock_with_behavior(LockType::Update, LockBehavior::SkipLocked);
-    }
-    query.all(txn).await
+    on_backend!(txn, |B| B::skipping_locked_rows(query)).all(txn).await
 }
 
 /// Writes `leases` (due rows the caller's transaction locked) and returns each leased row,
@@ -135,8 +128,5 @@ pub async fn lease<C: ConnectionTrait>(txn: &C, leases: &[LeaseWrite]) -> Result
     if leases.is_empty() {
         return Ok(Vec::new());
     }
-    match dialect(txn) {
-        Dialect::Postgres => crate::store::postgres::claims::lease(txn, leases).await,
-        Dialect::Sqlite => crate::store::sqlite::claims::lease(txn, leases).await,
-    }
+    on_backend!(txn, |B| B::lease(txn, leases).await)
 }

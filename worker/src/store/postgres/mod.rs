@@ -11,8 +11,6 @@ macro_rules! statement {
     };
 }
 
-shared_statements!();
-
 pub(crate) mod listen;
 
 /// The seal's lock on a tenant, shared (creators): class "kfse" and the tenant's hash.
@@ -38,5 +36,10 @@ pub(crate) const CREATE_TASK: &str = statement!("create_task");
 /// Leases in one statement (`store::claims::lease`).
 pub(crate) const CLAIMS: &str = statement!("claims.head", "any_endpoint", "claims.body", "grant_denial", "claims.tail");
 
-/// [`FULL_TEXT`] for several queries at once (`store::passages::full_text_for_queries`).
+/// `full_text` for several queries at once (`store::passages::full_text_for_queries`).
 pub(crate) const FULL_TEXT_FOR_QUERIES: &str = statement!("full_text_for_queries");
+
+mod backend;
+
+/// The production backend ([`crate::store::backend::Backend`], in `backend.rs`).
+pub(crate) struct Postgres;

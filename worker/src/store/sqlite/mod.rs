@@ -11,14 +11,9 @@ macro_rules! statement {
     };
 }
 
-shared_statements!();
-
-/// A list of ids as SQLite statements read it: a JSON array of hex strings, each turned
-/// back into the 16 bytes SQLite stores a UUID as (`unhex("value")` over `json_each`).
-pub(crate) fn id_list(ids: &[uuid::Uuid]) -> sea_orm::Value {
-    let hex: Vec<String> = ids.iter().map(|id| id.simple().to_string()).collect();
-    serde_json::Value::from(hex).to_string().into()
-}
-
+mod backend;
 pub(crate) mod boundaries;
 pub(crate) mod claims;
+
+/// The embedded default ([`crate::store::backend::Backend`], in `backend.rs`).
+pub(crate) struct Sqlite;
