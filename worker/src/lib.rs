@@ -42,7 +42,9 @@ pub mod pipeline;
 #[cfg(not(feature = "testing"))]
 pub(crate) mod pipeline;
 
-// Inside the worker only.
+// Inside the worker only: the background loops (the composition root, `runtime`, lists
+// them), and helpers.
+pub(crate) mod loops;
 pub(crate) mod remote;
 pub(crate) mod retry;
 pub(crate) mod tokens;
