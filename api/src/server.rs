@@ -178,7 +178,7 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
         .context("connecting to and migrating the database")?
         .context("stopped before the database could be reached")?;
     let prepared =
-        worker::knowledge::prepare(&db, &settings.worker.chunk, &settings.worker.embeddings, entity::now_millis())
+        worker::app::startup::prepare(&db, &settings.worker.chunk, &settings.worker.embeddings, entity::now_millis())
             .await
             .context("preparing the knowledge spaces' passages")?;
     if prepared.split > 0 || prepared.reconciled > 0 {

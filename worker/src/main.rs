@@ -93,7 +93,7 @@ async fn main() -> anyhow::Result<()> {
         telemetry.shutdown().await;
         return Ok(());
     };
-    let prepared = worker::knowledge::prepare(&db, &settings.chunk, &settings.embeddings, entity::now_millis())
+    let prepared = worker::app::startup::prepare(&db, &settings.chunk, &settings.embeddings, entity::now_millis())
         .await
         .context("preparing the knowledge spaces' passages")?;
     if prepared.split > 0 || prepared.reconciled > 0 {

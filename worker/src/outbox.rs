@@ -8,15 +8,16 @@
 //! attempts), and a claim still marks the entry `leased`, fencing out a publish under way.
 //! Publishing never writes the task row.
 use async_trait::async_trait;
-use entity::{OutboxStatus, research_task_outbox as outbox};
+use entity::research_task_outbox as outbox;
 use sea_orm::DatabaseConnection;
 use serde::Serialize;
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::lifecycle::LifecycleError;
+pub use crate::lifecycle::DispatchOutcome;
+use crate::lifecycle::{self, LifecycleError, Published};
 use crate::retry::RetryPolicy;
-use crate::store::{self, begin_write};
+use crate::store;
 
 /// One `research.task` message (schema version 1).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -68,25 +69,7 @@ pub struct OutboxPolicy {
     pub retry: RetryPolicy,
 }
 
-/// What one dispatch step did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct DispatchOutcome {
-    /// Entries published and recorded `dispatched`.
-    pub dispatched: usize,
-    /// Rows whose publish failed and that will be retried.
-    pub retrying: usize,
-    /// Rows that used their last attempt and are now `dead`.
-    pub dead: usize,
-}
-
-impl DispatchOutcome {
-    /// Whether the step found nothing to do.
-    pub fn is_idle(&self) -> bool {
-        *self == Self::default()
-    }
-}
-
-/// Locks due entries, publishes them, and records the outcome in one transaction.
+/// Locks due entries, publishes them, and records the outcomes in one transaction.
 pub async fn dispatch_due(
     db: &DatabaseConnection,
     publisher: &dyn Publisher,
@@ -99,41 +82,16 @@ pub async fn dispatch_due(
     if locked.is_empty() {
         return Ok(DispatchOutcome::default());
     }
-    let mut results = Vec::with_capacity(locked.len());
-    for row in &locked {
-        results.push(publisher.publish(&QueueMessage::of(row)).await);
+    let mut dispatches = Vec::with_capacity(locked.len());
+    for row in locked {
+        let published = match publisher.publish(&QueueMessage::of(&row)).await {
+            Ok(queue_job_id) => Published::Queued(queue_job_id),
+            Err(error) => Published::Failed {
+                message: format!("{:#}", anyhow::Error::from(error)),
+                delay_ms: policy.retry.delay_ms(row.dispatch_attempts + 1),
+            },
+        };
+        dispatches.push((row, published));
     }
-    let mut outcome = DispatchOutcome::default();
-    let txn = begin_write(db).await?;
-    for (row, result) in locked.iter().zip(results) {
-        match result {
-            Ok(queue_job_id) => {
-                if store::outbox::record_published(&txn, row, &queue_job_id, now).await? {
-                    metrics::histogram!("research_outbox_dispatch_seconds")
-                        .record((now - row.created_at).max(0) as f64 / 1e3);
-                    outcome.dispatched += 1;
-                }
-            }
-            Err(error) => {
-                let delay = policy.retry.delay_ms(row.dispatch_attempts + 1);
-                let message = format!("{:#}", anyhow::Error::from(error));
-                let written =
-                    store::outbox::record_failed(&txn, row, &message, policy.max_attempts, delay, now).await?;
-                match written {
-                    Some(OutboxStatus::Dead) => {
-                        tracing::error!(outbox.id = %row.id, task.id = %row.research_task_job_id, error = %message, "outbox entry is dead");
-                        metrics::counter!("research_outbox_dead_total").increment(1);
-                        outcome.dead += 1;
-                    }
-                    Some(_) => {
-                        tracing::warn!(outbox.id = %row.id, error = %message, "outbox publish failed; will retry");
-                        outcome.retrying += 1;
-                    }
-                    None => {}
-                }
-            }
-        }
-    }
-    txn.commit().await?;
-    Ok(outcome)
+    lifecycle::record_dispatches(db, dispatches, policy.max_attempts, now).await
 }

@@ -382,7 +382,7 @@ async fn documents_stored_before_passages_are_split_on_the_first_start(db: TestD
     server.stop().await;
     // Starting again splits nothing twice.
     let again =
-        worker::knowledge::prepare(&old.db, &Default::default(), &Default::default(), entity::now_millis()).await?;
+        worker::app::startup::prepare(&old.db, &Default::default(), &Default::default(), entity::now_millis()).await?;
     ensure_eq!(again.split, 0);
     Ok(())
 }

@@ -22,6 +22,7 @@ pub mod lists;
 pub mod operations;
 mod principal;
 pub mod spaces;
+pub mod startup;
 pub mod tasks;
 pub mod webhooks;
 mod writes;

@@ -1,15 +1,11 @@
 //! Splitting documents into passages, before the transaction that writes them (the store
 //! replaces the old passages, and by cascade their embeddings, in it), so a search never
 //! sees a document without its passages or with another revision's. Documents stored
-//! before passages existed are split on start ([`backfill`]).
+//! before passages existed are split on start (`app::startup::backfill`).
 use entity::{IndexingStatus, MediaType};
-use sea_orm::{DatabaseConnection, DbErr};
 
 use super::chunk::{Chunk, ChunkSettings, TooManyPassages, chunk};
 use super::pages::chunk_pages;
-use crate::store::{begin_write, documents};
-/// Documents [`backfill`] looks up at a time.
-const BACKFILL_BATCH: u64 = 20;
 
 /// How documents are indexed as they are written.
 #[derive(Debug, Clone, Copy)]
@@ -106,46 +102,6 @@ impl Splitter {
             // The closure does not panic on any input (the chunker's tests and the fuzzing
             // of the API say so); if it ever did, the panic is the bug to see.
             Err(error) => std::panic::resume_unwind(error.into_panic()),
-        }
-    }
-}
-
-/// Splits every document whose passages are missing or from an older revision (documents
-/// stored before passages existed), one transaction each; returns how many it split.
-/// Safe to run in several processes at once: a split replaces the passages whole.
-pub async fn backfill(
-    db: &DatabaseConnection,
-    settings: &ChunkSettings,
-    embeddings_on: bool,
-    now: i64,
-) -> Result<usize, DbErr> {
-    let mut split_count = 0;
-    let splitter = Splitter::new(*settings);
-    loop {
-        let ids = documents::unsplit(db, BACKFILL_BATCH).await?;
-        if ids.is_empty() {
-            return Ok(split_count);
-        }
-        for id in ids {
-            let Some(found) = documents::find_any(db, id).await? else { continue };
-            // A document stored before the passage limit that splits past it is kept, but
-            // fails its indexing with the reason (and is not tried again for this revision).
-            let (chunks, status, error) = match splitter.split(&found.content, found.media_type).await {
-                Ok(chunks) => (chunks, initial_status(embeddings_on), None),
-                Err(error) => (Vec::new(), IndexingStatus::Failed, Some(error.to_string())),
-            };
-            let txn = begin_write(db).await?;
-            // Split outside the transaction, so it holds no lock meanwhile; an edit that
-            // came in between has written its own passages, so this one stands aside.
-            match documents::lock_any(&txn, id).await? {
-                Some(current) if current.revision == found.revision => {
-                    documents::write_passages(&txn, &current, &chunks, now).await?;
-                    documents::set_indexing(&txn, id, status, error, now).await?;
-                    txn.commit().await?;
-                    split_count += 1;
-                }
-                _ => txn.rollback().await?,
-            }
         }
     }
 }

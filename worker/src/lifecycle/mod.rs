@@ -13,6 +13,7 @@ mod claim;
 mod commands;
 mod commit;
 mod create;
+mod dispatch;
 mod draft;
 mod erase;
 mod error;
@@ -23,6 +24,7 @@ mod quota;
 mod records;
 mod retention;
 mod seal;
+mod split;
 mod steer;
 mod task_ref;
 mod wait;
@@ -35,6 +37,7 @@ pub use boundary::{
 pub use claim::{Claim, claim_due, claim_fairly};
 pub use commands::{cancel, pause, resume};
 pub use create::{Created, NewTask, create};
+pub use dispatch::{DispatchOutcome, Published, record_dispatches};
 pub use draft::write_answer_draft;
 pub use erase::{
     Erased, begin_space_deletion, delete_answer_trace, delete_task, finish_pending_deletions, finish_space_deletion,
@@ -46,6 +49,7 @@ pub use lease::{Claimed, Lease, LeasePair, heartbeat, heartbeats};
 pub use quota::{Quotas, check_upload_bytes};
 pub use retention::{Pruned, prune};
 pub use seal::{finish_pending_erasures, finish_tenant_erasure, guard as guard_tenant, is_sealed, seal_tenant};
+pub use split::{Split, write_split};
 pub use steer::{MAX_NOTES, steer};
 pub use task_ref::TaskRef;
 pub use wait::{InputRequest, answer_clarification, approve_plan, await_input, awaiting, plan_queries};
