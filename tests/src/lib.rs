@@ -27,6 +27,7 @@ pub mod rerank_server;
 pub mod retrieval_eval;
 pub mod schema;
 pub mod server;
+pub mod support_eval;
 pub mod synthetic;
 mod violation;
 pub mod webhook_receiver;

@@ -52,6 +52,7 @@ mod research_openai;
 mod research_rerank;
 mod research_rounds;
 mod research_steering;
+mod research_support;
 mod research_waits;
 mod store;
 mod traces;
@@ -118,5 +119,5 @@ fn main() -> ExitCode {
         worker_outbox::tests(),
     ]
     .concat();
-    kfs_tests::harness::run(db_tests, api_schema::tests())
+    kfs_tests::harness::run(db_tests, [api_schema::tests(), research_support::tests()].concat())
 }

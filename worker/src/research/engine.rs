@@ -177,6 +177,25 @@ pub struct Passage {
     pub rankers: Vec<RankerHit>,
 }
 
+impl Passage {
+    /// Its stored text (the snippet, for evidence written before passages).
+    pub fn stored_text(&self) -> &str {
+        if self.text.is_empty() { &self.snippet } else { &self.text }
+    }
+
+    /// Its readable text ([`crate::research::readable`]): what a model is shown, an
+    /// extractive answer quotes and an answer is checked against.
+    pub fn readable_text(&self) -> String {
+        crate::research::readable::readable(self.stored_text()).text
+    }
+
+    /// Its labels: its document's title and the headings above it, which an answer's
+    /// sentence must not merely repeat.
+    pub fn labels(&self) -> impl Iterator<Item = String> + '_ {
+        std::iter::once(self.title.clone()).chain(self.heading_path.iter().cloned())
+    }
+}
+
 impl From<Found> for Passage {
     fn from(found: Found) -> Self {
         Self {
@@ -339,8 +358,7 @@ pub fn coverage_decision(question: &str, so_far: &RoundsSoFar<'_>) -> Decision {
         .evidence
         .iter()
         .flat_map(|passage| {
-            let text = if passage.text.is_empty() { &passage.snippet } else { &passage.text };
-            let mut words = search_terms(text);
+            let mut words = search_terms(passage.stored_text());
             words.extend(search_terms(&passage.title));
             words.extend(passage.heading_path.iter().flat_map(|heading| search_terms(heading)));
             words
@@ -555,10 +573,11 @@ fn grounded_extractive(
         return (NO_EVIDENCE_ANSWER.to_owned(), Vec::new(), Vec::new());
     }
     let written = extractive(query, evidence);
-    let texts: Vec<&str> =
-        evidence.iter().map(|p| if p.text.is_empty() { p.snippet.as_str() } else { p.text.as_str() }).collect();
+    let readable: Vec<String> = evidence.iter().map(Passage::readable_text).collect();
+    let texts: Vec<&str> = readable.iter().map(String::as_str).collect();
     let every: Vec<usize> = (0..evidence.len()).collect();
-    match crate::research::grounding::ground(&written, &texts, &every) {
+    let labels: Vec<String> = evidence.iter().flat_map(Passage::labels).collect();
+    match crate::research::grounding::ground(&written, &texts, &labels, &every) {
         Some(grounded) => {
             let used = grounded.cited.iter().filter_map(|&index| evidence.get(index).cloned()).collect();
             (grounded.text, used, grounded.checks)
@@ -577,7 +596,7 @@ pub(crate) fn extractive(query: &str, evidence: &[Passage]) -> String {
         .iter()
         .enumerate()
         .map(|(index, passage)| {
-            let sentence = best_sentence(&passage.snippet, &terms);
+            let sentence = best_sentence(&passage.readable_text(), &terms);
             let (prose, end) = match sentence.char_indices().last() {
                 Some((at, end @ ('.' | '!' | '?'))) => (sentence[..at].trim_end(), end),
                 _ => (sentence.as_str(), '.'),
@@ -680,7 +699,7 @@ impl<'a> Reranking<'a> {
             self.searches.push(skipped("deadline"));
             return;
         }
-        let documents: Vec<String> = passages.iter().map(|passage| passage.text.clone()).collect();
+        let documents: Vec<String> = passages.iter().map(Passage::readable_text).collect();
         match self.reranker.rerank(sub_query, &documents).await {
             Ok(order) => {
                 self.spent = self.spent.saturating_add(price);

@@ -1,19 +1,18 @@
-//! Whether an answer says only what its sources say, checked lexically (no model needed):
-//! an answer is cut into sentences (and a sentence with citations inside it into the
-//! claims each citation closes); a sentence's citations (`[n]`) name evidence items; a
-//! cited item *supports* a sentence when it holds at least [`SUPPORT_THRESHOLD`] of the
-//! sentence's content words (lower-cased words of letters and digits, stop words and
-//! citation numbers aside, each counted once). A sentence with no content words (a bare
-//! citation mark, a heading of stop words) states nothing and needs no citation.
+//! Whether an answer says only what its sources say (no model needed): an answer is cut
+//! into sentences (and a sentence with citations inside it into the claims each citation
+//! closes); a sentence's citations (`[n]`) name evidence items; a cited item *supports* a
+//! sentence when the support check ([`crate::research::support`]: exact numbers, versions,
+//! identifiers and quoted strings, stemmed content words, matching denials) says so. A
+//! sentence with no content words (a bare citation mark, a heading of stop words) states
+//! nothing and needs no citation.
 //!
 //! The `openai` engine passes every answer through [`ground`] before it is committed; the
 //! quality bench (`cargo bench --bench answers`) scores answers with the same check.
 use std::collections::HashSet;
 
 use crate::knowledge::search::search_terms;
-
-/// The share of a sentence's content words a cited passage must hold to support it.
-pub const SUPPORT_THRESHOLD: f64 = 0.5;
+use crate::research::readable::readable;
+use crate::research::support::{self, Reading};
 
 /// One sentence of an answer with the citation numbers it carries (1-based, as written).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,23 +40,9 @@ pub fn content_words(text: &str) -> Vec<String> {
     search_terms(text)
 }
 
-/// The share of `sentence`'s content words that `passage` holds: 1.0 for a sentence with
-/// none.
-pub fn support(sentence: &Sentence, passage: &str) -> f64 {
-    share(&sentence.content_words(), &content_words(passage).into_iter().collect())
-}
-
-/// The share of `words` in `held`: 1.0 for no words.
-fn share(words: &[String], held: &HashSet<String>) -> f64 {
-    if words.is_empty() {
-        return 1.0;
-    }
-    words.iter().filter(|word| held.contains(*word)).count() as f64 / words.len() as f64
-}
-
-/// Whether `passage` supports `sentence` ([`SUPPORT_THRESHOLD`]).
+/// Whether `passage` supports `sentence` (its citations aside), by the support check.
 pub fn supports(sentence: &Sentence, passage: &str) -> bool {
-    support(sentence, passage) >= SUPPORT_THRESHOLD
+    support::check(&Reading::new(&without_citations(&sentence.text)), &Reading::new(passage)).supported
 }
 
 /// `text` cut into sentences: after `.`, `!` or `?` (and any citations right after it)
@@ -236,37 +221,48 @@ pub type Vetoes = HashSet<(String, usize)>;
 /// states something remains (the caller answers extractively). An answer that passes
 /// whole keeps its text exactly; one that changed is rebuilt sentence by sentence, its
 /// citations renumbered in order of first use.
-pub fn ground(text: &str, evidence: &[&str], cited: &[usize]) -> Option<Grounded> {
-    ground_with(text, evidence, cited, &Vetoes::new())
+pub fn ground(text: &str, evidence: &[&str], labels: &[String], cited: &[usize]) -> Option<Grounded> {
+    ground_with(text, evidence, labels, cited, &Vetoes::new())
 }
 
 /// [`ground`], where a claim never cites a passage `vetoes` pairs it with: such a citation
 /// moves to other supporting evidence or is removed, like one the lexical check refuses.
-pub fn ground_with(text: &str, evidence: &[&str], cited: &[usize], vetoes: &Vetoes) -> Option<Grounded> {
-    // Each passage's words once, not once per sentence.
-    let held: Vec<HashSet<String>> =
-        evidence.iter().map(|passage| content_words(passage).into_iter().collect()).collect();
+pub fn ground_with(
+    text: &str,
+    evidence: &[&str],
+    labels: &[String],
+    cited: &[usize],
+    vetoes: &Vetoes,
+) -> Option<Grounded> {
+    let labels: HashSet<String> =
+        labels.iter().map(|label| normalized(label)).filter(|label| !label.is_empty()).collect();
+    // Each passage read once, not once per sentence.
+    let readings: Vec<Reading> = evidence.iter().map(|passage| Reading::new(passage)).collect();
     let mut kept: Vec<(String, Vec<usize>)> = Vec::new();
     let mut checks = Vec::new();
     let mut changed = false;
     let mut said: HashSet<Vec<String>> = HashSet::new();
     for sentence in sentences(text) {
-        let words = sentence.content_words();
-        // Citation marks or punctuation alone state nothing, nor does a question (weak
-        // models restate the one asked); a claim already made (a weak model repeating
-        // itself) adds nothing. None is shown.
-        let asks = without_citations(&sentence.text).ends_with('?');
-        if words.is_empty() || asks || !said.insert(words.clone()) {
+        // Markup copied from the evidence goes (the sentence is kept without it).
+        let written = without_citations(&sentence.text);
+        let prose = readable(&written).text;
+        changed |= prose != written;
+        let words = content_words(&prose);
+        // Citation marks, punctuation or markup alone state nothing, nor does a question
+        // (weak models restate the one asked), nor a title or heading path copied from
+        // the evidence; a claim already made (a weak model repeating itself) adds
+        // nothing. None is shown.
+        let asks = prose.ends_with('?');
+        if words.is_empty() || asks || is_label(&prose, &labels) || !said.insert(words.clone()) {
             changed = true;
             checks.push(Check { sentence: sentence.text.clone(), citation: None, verdict: Verdict::RemovedSentence });
             continue;
         }
-        let prose = without_citations(&sentence.text);
+        let claim = Reading::new(&prose);
         let allowed = |index: usize| !vetoes.contains(&(prose.clone(), index));
-        let supported = |index: usize| {
-            allowed(index) && held.get(index).is_some_and(|held| share(&words, held) >= SUPPORT_THRESHOLD)
-        };
-        let best = best_support(&words, &held, &allowed);
+        let verdicts: Vec<support::Support> = readings.iter().map(|passage| support::check(&claim, passage)).collect();
+        let supported = |index: usize| allowed(index) && verdicts.get(index).is_some_and(|verdict| verdict.supported);
+        let best = best_support(&verdicts, &allowed);
         let mut names: Vec<(usize, Verdict)> = Vec::new();
         for &number in &sentence.citations {
             match number.checked_sub(1).and_then(|at| cited.get(at)).copied() {
@@ -345,16 +341,37 @@ pub fn ground_with(text: &str, evidence: &[&str], cited: &[usize], vetoes: &Veto
     Some(Grounded { text: rebuilt.join(" "), cited: order, checks, claims: kept })
 }
 
-/// The evidence whose words support a claim's `words` best, if any does (ties to the first).
-fn best_support(words: &[String], held: &[HashSet<String>], allowed: &dyn Fn(usize) -> bool) -> Option<usize> {
+/// `text` lower-cased, its words joined by single spaces (punctuation out).
+fn normalized(text: &str) -> String {
+    text.split(|ch: char| !ch.is_alphanumeric())
+        .filter(|word| !word.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+        .to_lowercase()
+}
+
+/// Whether `prose` is only labels of the evidence (a title, a heading, or a breadcrumb of
+/// them: `cluster — Cluster › How it works`).
+fn is_label(prose: &str, labels: &HashSet<String>) -> bool {
+    if labels.is_empty() {
+        return false;
+    }
+    let parts: Vec<String> = prose
+        .replace(" - ", " › ")
+        .split(['›', '»', '—', '–', '>', '|', '/', ':'])
+        .map(normalized)
+        .filter(|part| !part.is_empty())
+        .collect();
+    !parts.is_empty() && (labels.contains(&normalized(prose)) || parts.iter().all(|part| labels.contains(part)))
+}
+
+/// The evidence that supports a claim best (the largest share of its words), if any does
+/// (ties to the first).
+fn best_support(verdicts: &[support::Support], allowed: &dyn Fn(usize) -> bool) -> Option<usize> {
     let mut best: Option<(usize, f64)> = None;
-    for (index, passage) in held.iter().enumerate() {
-        if !allowed(index) {
-            continue;
-        }
-        let share = share(words, passage);
-        if share >= SUPPORT_THRESHOLD && best.is_none_or(|(_, top)| share > top) {
-            best = Some((index, share));
+    for (index, verdict) in verdicts.iter().enumerate() {
+        if allowed(index) && verdict.supported && best.is_none_or(|(_, top)| verdict.share > top) {
+            best = Some((index, verdict.share));
         }
     }
     best.map(|(index, _)| index)
@@ -387,13 +404,39 @@ mod tests {
     }
 
     #[test]
-    fn support_is_the_share_of_the_claims_content_words_the_passage_holds() {
+    fn support_is_the_support_check_on_the_claim_without_its_citations() {
         let sentence = &sentences("Tides are caused by the moon [1].")[0];
         assert_eq!(sentence.content_words(), ["tides", "caused", "moon"]);
         assert!(supports(sentence, "Tides are caused by the pull of the moon and the sun."));
         assert!(!supports(sentence, "Bees make honey from nectar."));
         let marks = &sentences("[1] [2] [3]")[0];
         assert!(!marks.states_something());
+    }
+
+    #[test]
+    fn faithful_paraphrase_passes_and_contradiction_does_not() {
+        let evidence = [
+            "The gravitational pull of the moon is the main cause of ocean tides.",
+            "The default highWaterMark is 16384 bytes for byte streams.",
+        ];
+        let grounded = ground("Tides are caused by the moon's gravity [1].", &evidence, &[], &[0]).expect("supported");
+        assert_eq!(verdicts(&grounded), [(Some(1), Verdict::Supported)]);
+        let denied = ground("The default highWaterMark is not 16384 [1].", &evidence, &[], &[1]);
+        assert!(denied.is_none(), "{denied:?}");
+        let changed = ground("The default highWaterMark is 65536 bytes [1].", &evidence, &[], &[1]);
+        assert!(changed.is_none(), "{changed:?}");
+    }
+
+    #[test]
+    fn titles_breadcrumbs_and_markup_state_nothing() {
+        let evidence = ["The cluster module lets Node.js processes share server ports."];
+        let labels = ["cluster".to_owned(), "Cluster".to_owned(), "How it works".to_owned()];
+        let text = "cluster — Cluster › How it works [1]. The <strong>cluster</strong> module lets processes share \
+                    server ports [1]. <!--introduced_in=v0.10.0--> [1]";
+        let grounded = ground(text, &evidence, &labels, &[0]).expect("one claim stands");
+        assert_eq!(grounded.text, "The cluster module lets processes share server ports [1].");
+        let removed = grounded.checks.iter().filter(|check| check.verdict == Verdict::RemovedSentence).count();
+        assert_eq!(removed, 2, "{:?}", grounded.checks);
     }
 
     const EVIDENCE: [&str; 3] = [
@@ -409,7 +452,7 @@ mod tests {
     #[test]
     fn a_supported_answer_keeps_its_text_exactly() {
         let text = "Bees make honey from nectar [1].\n\nTides follow the pull of the moon [2].";
-        let grounded = ground(text, &EVIDENCE, &[0, 2]).expect("supported");
+        let grounded = ground(text, &EVIDENCE, &[], &[0, 2]).expect("supported");
         assert_eq!(grounded.text, text);
         assert_eq!(grounded.cited, [0, 2]);
         assert_eq!(verdicts(&grounded), [(Some(1), Verdict::Supported), (Some(2), Verdict::Supported)]);
@@ -420,7 +463,7 @@ mod tests {
         // [1] names the tides passage for a honey claim; [7] names nothing; the wax claim
         // has no citation; the Mars claim has no support anywhere.
         let text = "Bees make honey from nectar [1]. Tides come from the moon [2][7]. Wax combs store honey. Bees fly to Mars [2].";
-        let grounded = ground(text, &EVIDENCE, &[2, 2]).expect("something is supported");
+        let grounded = ground(text, &EVIDENCE, &[], &[2, 2]).expect("something is supported");
         assert_eq!(
             grounded.text,
             "Bees make honey from nectar [1]. Tides come from the moon [2]. Wax combs store honey [3]."
@@ -442,7 +485,7 @@ mod tests {
     #[test]
     fn a_claim_a_model_refuted_never_cites_that_passage_again() {
         let text = "Bees make honey from nectar [1]. Tides come from the moon [2].";
-        let first = ground(text, &EVIDENCE, &[0, 2]).expect("supported");
+        let first = ground(text, &EVIDENCE, &[], &[0, 2]).expect("supported");
         assert_eq!(
             first.claims,
             [("Bees make honey from nectar.".to_owned(), vec![0]), ("Tides come from the moon.".to_owned(), vec![2])]
@@ -451,13 +494,13 @@ mod tests {
         // the wax passage, which holds half its words.
         let claim = "Bees make honey from nectar.".to_owned();
         let vetoes = Vetoes::from([(claim.clone(), 0)]);
-        let moved = ground_with(text, &EVIDENCE, &[0, 2], &vetoes).expect("supported");
+        let moved = ground_with(text, &EVIDENCE, &[], &[0, 2], &vetoes).expect("supported");
         assert_eq!(moved.text, "Bees make honey from nectar [1]. Tides come from the moon [2].");
         assert_eq!(moved.cited, [1, 2]);
         assert_eq!(verdicts(&moved), [(Some(1), Verdict::Moved), (Some(2), Verdict::Supported)]);
         // Refuted for both: nothing else supports it, so it goes.
         let vetoes = Vetoes::from([(claim.clone(), 0), (claim, 1)]);
-        let removed = ground_with(text, &EVIDENCE, &[0, 2], &vetoes).expect("the tides claim stays");
+        let removed = ground_with(text, &EVIDENCE, &[], &[0, 2], &vetoes).expect("the tides claim stays");
         assert_eq!(removed.text, "Tides come from the moon [1].");
         assert_eq!(removed.cited, [2]);
         assert_eq!(
@@ -469,7 +512,7 @@ mod tests {
     #[test]
     fn a_question_states_nothing() {
         let text = "How do bees make honey? [1] Bees make honey from nectar [1].";
-        let grounded = ground(text, &EVIDENCE, &[0]).expect("the claim stays");
+        let grounded = ground(text, &EVIDENCE, &[], &[0]).expect("the claim stays");
         assert_eq!(grounded.text, "Bees make honey from nectar [1].");
         assert_eq!(verdicts(&grounded), [(None, Verdict::RemovedSentence), (Some(1), Verdict::Supported)]);
     }
@@ -477,7 +520,7 @@ mod tests {
     #[test]
     fn a_claim_repeated_is_shown_once() {
         let text = "Bees make honey from nectar [1]. Bees make honey from nectar [1]. Bees make honey from nectar.";
-        let grounded = ground(text, &EVIDENCE, &[0]).expect("supported");
+        let grounded = ground(text, &EVIDENCE, &[], &[0]).expect("supported");
         assert_eq!(grounded.text, "Bees make honey from nectar [1].");
         let removed = grounded.checks.iter().filter(|check| check.verdict == Verdict::RemovedSentence).count();
         assert_eq!(removed, 2);
@@ -493,7 +536,7 @@ mod tests {
 
     #[test]
     fn an_answer_of_citation_marks_or_unsupported_claims_has_nothing_left() {
-        assert_eq!(ground("[1] [2] [3]", &EVIDENCE, &[0, 1, 2]), None);
-        assert_eq!(ground("Rust has no garbage collector [1].", &EVIDENCE, &[0]), None);
+        assert_eq!(ground("[1] [2] [3]", &EVIDENCE, &[], &[0, 1, 2]), None);
+        assert_eq!(ground("Rust has no garbage collector [1].", &EVIDENCE, &[], &[0]), None);
     }
 }

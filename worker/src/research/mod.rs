@@ -12,5 +12,7 @@ pub mod cost;
 pub mod engine;
 pub mod grounding;
 pub(crate) mod openai;
+pub mod readable;
 pub mod rerank;
 pub mod rounds;
+pub mod support;

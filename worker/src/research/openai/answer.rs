@@ -66,14 +66,16 @@ impl OpenAiEngine {
         }
         // Only what the evidence supports reaches the trace; an answer that changed arrives
         // on `researchTaskAnswer` as a reset when the completion commits.
-        let texts: Vec<&str> = evidence.iter().map(passage_text).collect();
-        let mut grounded = grounding::ground(&composed.text, &texts, &composed.cited);
+        let readable: Vec<String> = evidence.iter().map(Passage::readable_text).collect();
+        let texts: Vec<&str> = readable.iter().map(String::as_str).collect();
+        let labels: Vec<String> = evidence.iter().flat_map(Passage::labels).collect();
+        let mut grounded = grounding::ground(&composed.text, &texts, &labels, &composed.cited);
         let verify = limits_of(ctx.job).verify.unwrap_or(Self::mode(ctx) == ResearchMode::Deep);
         if verify && let Some(first) = &grounded {
             let (vetoes, record) = self.verify(ctx, &model, first, &texts, expected_ms).await;
             report["verification"] = record;
             if !vetoes.is_empty() {
-                grounded = grounding::ground_with(&composed.text, &texts, &composed.cited, &vetoes);
+                grounded = grounding::ground_with(&composed.text, &texts, &labels, &composed.cited, &vetoes);
             }
         }
         let (text, cited, checks) = match grounded {
@@ -171,10 +173,6 @@ impl OpenAiEngine {
         }
         (vetoes, record)
     }
-}
-
-fn passage_text(passage: &Passage) -> &str {
-    if passage.text.is_empty() { passage.snippet.as_str() } else { passage.text.as_str() }
 }
 
 /// Whether another call expected to take `expected_ms` ends before `limits.deadline_ms`.

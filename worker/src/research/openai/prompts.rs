@@ -30,8 +30,7 @@ pub fn answer_messages(question: &str, evidence: &[Passage], notes: &[String]) -
                   plain prose, without a preamble.";
     let mut user = format!("Question: {question}\n{}\nEvidence:\n", guidance(notes));
     for (index, passage) in evidence.iter().enumerate() {
-        let text = if passage.text.is_empty() { &passage.snippet } else { &passage.text };
-        user.push_str(&format!("[{}] {}\n{text}\n\n", index + 1, heading_of(passage)));
+        user.push_str(&format!("[{}] {}\n{}\n\n", index + 1, heading_of(passage), passage.readable_text()));
     }
     vec![Message { role: "system", content: system.to_owned() }, Message { role: "user", content: user }]
 }
@@ -97,8 +96,7 @@ pub fn decision_messages(
     let mut best: Vec<&Passage> = evidence.iter().collect();
     best.sort_by(|a, b| b.score.total_cmp(&a.score));
     for (index, passage) in best.into_iter().take(DECISION_EVIDENCE).enumerate() {
-        let text = if passage.text.is_empty() { &passage.snippet } else { &passage.text };
-        let excerpt: String = text.chars().take(DECISION_EXCERPT_CHARS).collect();
+        let excerpt: String = passage.readable_text().chars().take(DECISION_EXCERPT_CHARS).collect();
         user.push_str(&format!("[{}] {}\n{excerpt}\n\n", index + 1, heading_of(passage)));
     }
     if evidence.is_empty() {
@@ -200,13 +198,15 @@ fn guidance(notes: &[String]) -> String {
     text
 }
 
-/// A passage's title and heading path, as a prompt shows it.
+/// Where a passage comes from, as a prompt labels it (its document's title and the
+/// headings above it), so a model reads it as a source and not as text to repeat.
 fn heading_of(passage: &Passage) -> String {
-    let mut heading = passage.title.clone();
+    let mut heading = format!("(source: {}", passage.title);
     if !passage.heading_path.is_empty() {
-        heading.push_str(" — ");
+        heading.push_str(", section ");
         heading.push_str(&passage.heading_path.join(" › "));
     }
+    heading.push(')');
     heading
 }
 
