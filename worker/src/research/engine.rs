@@ -577,7 +577,8 @@ fn grounded_extractive(
     let texts: Vec<&str> = readable.iter().map(String::as_str).collect();
     let every: Vec<usize> = (0..evidence.len()).collect();
     let labels: Vec<String> = evidence.iter().flat_map(Passage::labels).collect();
-    match crate::research::grounding::ground(&written, &texts, &labels, &every) {
+    let sources = crate::research::grounding::Sources { texts: &texts, labels: &labels, question: query };
+    match crate::research::grounding::ground(&written, &sources, &every) {
         Some(grounded) => {
             let used = grounded.cited.iter().filter_map(|&index| evidence.get(index).cloned()).collect();
             (grounded.text, used, grounded.checks)

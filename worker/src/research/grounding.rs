@@ -11,6 +11,7 @@
 use std::collections::HashSet;
 
 use crate::knowledge::search::search_terms;
+use crate::research::best_sentence::best_sentence;
 use crate::research::readable::readable;
 use crate::research::support::{self, Reading};
 
@@ -181,6 +182,9 @@ pub enum Verdict {
     /// No supported sentence remained: the answer is the extractive one over the same
     /// evidence.
     ExtractiveFallback,
+    /// The evidence sentence that best answers the question was not stated: it now leads
+    /// the answer, cited.
+    AddedFromEvidence,
 }
 
 /// One verdict: the sentence (as the model wrote it), the citation it concerns (the final
@@ -221,21 +225,29 @@ pub type Vetoes = HashSet<(String, usize)>;
 /// states something remains (the caller answers extractively). An answer that passes
 /// whole keeps its text exactly; one that changed is rebuilt sentence by sentence, its
 /// citations renumbered in order of first use.
-pub fn ground(text: &str, evidence: &[&str], labels: &[String], cited: &[usize]) -> Option<Grounded> {
-    ground_with(text, evidence, labels, cited, &Vetoes::new())
+pub fn ground(text: &str, sources: &Sources<'_>, cited: &[usize]) -> Option<Grounded> {
+    ground_with(text, sources, cited, &Vetoes::new())
+}
+
+/// What an answer is checked against: the evidence's readable texts, their labels (titles
+/// and headings, which a sentence must not merely repeat) and the question (whose best
+/// evidence sentence the answer must hold; empty for none).
+#[derive(Debug, Clone, Copy)]
+pub struct Sources<'a> {
+    /// The evidence items' readable texts, as numbered for the answer's writer.
+    pub texts: &'a [&'a str],
+    /// The evidence's titles and headings.
+    pub labels: &'a [String],
+    /// The question.
+    pub question: &'a str,
 }
 
 /// [`ground`], where a claim never cites a passage `vetoes` pairs it with: such a citation
 /// moves to other supporting evidence or is removed, like one the lexical check refuses.
-pub fn ground_with(
-    text: &str,
-    evidence: &[&str],
-    labels: &[String],
-    cited: &[usize],
-    vetoes: &Vetoes,
-) -> Option<Grounded> {
+pub fn ground_with(text: &str, sources: &Sources<'_>, cited: &[usize], vetoes: &Vetoes) -> Option<Grounded> {
+    let evidence = sources.texts;
     let labels: HashSet<String> =
-        labels.iter().map(|label| normalized(label)).filter(|label| !label.is_empty()).collect();
+        sources.labels.iter().map(|label| normalized(label)).filter(|label| !label.is_empty()).collect();
     // Each passage read once, not once per sentence.
     let readings: Vec<Reading> = evidence.iter().map(|passage| Reading::new(passage)).collect();
     let mut kept: Vec<(String, Vec<usize>)> = Vec::new();
@@ -311,6 +323,19 @@ pub fn ground_with(
     if kept.is_empty() {
         return None;
     }
+    // The evidence sentence that best answers the question leads the answer unless the
+    // answer states it already.
+    if let Some((index, sentence)) = best_sentence(sources.question, evidence) {
+        let answer: Vec<&str> = kept.iter().map(|(prose, _)| prose.as_str()).collect();
+        let stated = support::check(&Reading::new(&sentence), &Reading::new(&answer.join(" "))).supported;
+        if !stated && !vetoes.contains(&(sentence.clone(), index)) {
+            changed = true;
+            let check =
+                Check { sentence: sentence.clone(), citation: Some(index), verdict: Verdict::AddedFromEvidence };
+            checks.insert(0, check);
+            kept.insert(0, (sentence, vec![index]));
+        }
+    }
     // Final numbers, in order of first use; checks name evidence by index until here.
     let mut order: Vec<usize> = Vec::new();
     for index in kept.iter().flat_map(|(_, indexes)| indexes) {
@@ -381,6 +406,11 @@ fn best_support(verdicts: &[support::Support], allowed: &dyn Fn(usize) -> bool) 
 mod tests {
     use super::*;
 
+    /// The evidence and labels, with no question (nothing is added).
+    fn sources<'a>(texts: &'a [&'a str], labels: &'a [String]) -> Sources<'a> {
+        Sources { texts, labels, question: "" }
+    }
+
     #[test]
     fn sentences_keep_the_citations_written_after_their_full_stop() {
         let cut = sentences("Tides follow the moon [1]. The sun adds to them. [2]\nSpring tides are high [1, 3]! Why?");
@@ -419,11 +449,12 @@ mod tests {
             "The gravitational pull of the moon is the main cause of ocean tides.",
             "The default highWaterMark is 16384 bytes for byte streams.",
         ];
-        let grounded = ground("Tides are caused by the moon's gravity [1].", &evidence, &[], &[0]).expect("supported");
+        let grounded =
+            ground("Tides are caused by the moon's gravity [1].", &sources(&evidence, &[]), &[0]).expect("supported");
         assert_eq!(verdicts(&grounded), [(Some(1), Verdict::Supported)]);
-        let denied = ground("The default highWaterMark is not 16384 [1].", &evidence, &[], &[1]);
+        let denied = ground("The default highWaterMark is not 16384 [1].", &sources(&evidence, &[]), &[1]);
         assert!(denied.is_none(), "{denied:?}");
-        let changed = ground("The default highWaterMark is 65536 bytes [1].", &evidence, &[], &[1]);
+        let changed = ground("The default highWaterMark is 65536 bytes [1].", &sources(&evidence, &[]), &[1]);
         assert!(changed.is_none(), "{changed:?}");
     }
 
@@ -433,10 +464,30 @@ mod tests {
         let labels = ["cluster".to_owned(), "Cluster".to_owned(), "How it works".to_owned()];
         let text = "cluster — Cluster › How it works [1]. The <strong>cluster</strong> module lets processes share \
                     server ports [1]. <!--introduced_in=v0.10.0--> [1]";
-        let grounded = ground(text, &evidence, &labels, &[0]).expect("one claim stands");
+        let grounded = ground(text, &sources(&evidence, &labels), &[0]).expect("one claim stands");
         assert_eq!(grounded.text, "The cluster module lets processes share server ports [1].");
         let removed = grounded.checks.iter().filter(|check| check.verdict == Verdict::RemovedSentence).count();
         assert_eq!(removed, 2, "{:?}", grounded.checks);
+    }
+
+    #[test]
+    fn the_best_evidence_sentence_leads_an_answer_that_does_not_state_it() {
+        let evidence = [
+            "Streams move data between places.",
+            "Writable streams buffer data. The default highWaterMark of a byte stream is 16384 bytes.",
+        ];
+        let sources = Sources { texts: &evidence, labels: &[], question: "What is the default highWaterMark?" };
+        let grounded = ground("Streams move data between places [1].", &sources, &[0]).expect("supported");
+        assert_eq!(
+            grounded.text,
+            "The default highWaterMark of a byte stream is 16384 bytes [1]. Streams move data between places [2]."
+        );
+        assert_eq!(grounded.cited, [1, 0]);
+        assert_eq!(grounded.checks[0].verdict, Verdict::AddedFromEvidence);
+        // An answer that states it is left as written.
+        let stating = "The default highWaterMark of a byte stream is 16384 bytes [2].";
+        let grounded = ground(stating, &sources, &[0, 1]).expect("supported");
+        assert_eq!(grounded.text, stating);
     }
 
     const EVIDENCE: [&str; 3] = [
@@ -452,7 +503,7 @@ mod tests {
     #[test]
     fn a_supported_answer_keeps_its_text_exactly() {
         let text = "Bees make honey from nectar [1].\n\nTides follow the pull of the moon [2].";
-        let grounded = ground(text, &EVIDENCE, &[], &[0, 2]).expect("supported");
+        let grounded = ground(text, &sources(&EVIDENCE, &[]), &[0, 2]).expect("supported");
         assert_eq!(grounded.text, text);
         assert_eq!(grounded.cited, [0, 2]);
         assert_eq!(verdicts(&grounded), [(Some(1), Verdict::Supported), (Some(2), Verdict::Supported)]);
@@ -463,7 +514,7 @@ mod tests {
         // [1] names the tides passage for a honey claim; [7] names nothing; the wax claim
         // has no citation; the Mars claim has no support anywhere.
         let text = "Bees make honey from nectar [1]. Tides come from the moon [2][7]. Wax combs store honey. Bees fly to Mars [2].";
-        let grounded = ground(text, &EVIDENCE, &[], &[2, 2]).expect("something is supported");
+        let grounded = ground(text, &sources(&EVIDENCE, &[]), &[2, 2]).expect("something is supported");
         assert_eq!(
             grounded.text,
             "Bees make honey from nectar [1]. Tides come from the moon [2]. Wax combs store honey [3]."
@@ -485,7 +536,7 @@ mod tests {
     #[test]
     fn a_claim_a_model_refuted_never_cites_that_passage_again() {
         let text = "Bees make honey from nectar [1]. Tides come from the moon [2].";
-        let first = ground(text, &EVIDENCE, &[], &[0, 2]).expect("supported");
+        let first = ground(text, &sources(&EVIDENCE, &[]), &[0, 2]).expect("supported");
         assert_eq!(
             first.claims,
             [("Bees make honey from nectar.".to_owned(), vec![0]), ("Tides come from the moon.".to_owned(), vec![2])]
@@ -494,13 +545,13 @@ mod tests {
         // the wax passage, which holds half its words.
         let claim = "Bees make honey from nectar.".to_owned();
         let vetoes = Vetoes::from([(claim.clone(), 0)]);
-        let moved = ground_with(text, &EVIDENCE, &[], &[0, 2], &vetoes).expect("supported");
+        let moved = ground_with(text, &sources(&EVIDENCE, &[]), &[0, 2], &vetoes).expect("supported");
         assert_eq!(moved.text, "Bees make honey from nectar [1]. Tides come from the moon [2].");
         assert_eq!(moved.cited, [1, 2]);
         assert_eq!(verdicts(&moved), [(Some(1), Verdict::Moved), (Some(2), Verdict::Supported)]);
         // Refuted for both: nothing else supports it, so it goes.
         let vetoes = Vetoes::from([(claim.clone(), 0), (claim, 1)]);
-        let removed = ground_with(text, &EVIDENCE, &[], &[0, 2], &vetoes).expect("the tides claim stays");
+        let removed = ground_with(text, &sources(&EVIDENCE, &[]), &[0, 2], &vetoes).expect("the tides claim stays");
         assert_eq!(removed.text, "Tides come from the moon [1].");
         assert_eq!(removed.cited, [2]);
         assert_eq!(
@@ -512,7 +563,7 @@ mod tests {
     #[test]
     fn a_question_states_nothing() {
         let text = "How do bees make honey? [1] Bees make honey from nectar [1].";
-        let grounded = ground(text, &EVIDENCE, &[], &[0]).expect("the claim stays");
+        let grounded = ground(text, &sources(&EVIDENCE, &[]), &[0]).expect("the claim stays");
         assert_eq!(grounded.text, "Bees make honey from nectar [1].");
         assert_eq!(verdicts(&grounded), [(None, Verdict::RemovedSentence), (Some(1), Verdict::Supported)]);
     }
@@ -520,7 +571,7 @@ mod tests {
     #[test]
     fn a_claim_repeated_is_shown_once() {
         let text = "Bees make honey from nectar [1]. Bees make honey from nectar [1]. Bees make honey from nectar.";
-        let grounded = ground(text, &EVIDENCE, &[], &[0]).expect("supported");
+        let grounded = ground(text, &sources(&EVIDENCE, &[]), &[0]).expect("supported");
         assert_eq!(grounded.text, "Bees make honey from nectar [1].");
         let removed = grounded.checks.iter().filter(|check| check.verdict == Verdict::RemovedSentence).count();
         assert_eq!(removed, 2);
@@ -536,7 +587,7 @@ mod tests {
 
     #[test]
     fn an_answer_of_citation_marks_or_unsupported_claims_has_nothing_left() {
-        assert_eq!(ground("[1] [2] [3]", &EVIDENCE, &[], &[0, 1, 2]), None);
-        assert_eq!(ground("Rust has no garbage collector [1].", &EVIDENCE, &[], &[0]), None);
+        assert_eq!(ground("[1] [2] [3]", &sources(&EVIDENCE, &[]), &[0, 1, 2]), None);
+        assert_eq!(ground("Rust has no garbage collector [1].", &sources(&EVIDENCE, &[]), &[0]), None);
     }
 }

@@ -8,6 +8,7 @@
 //! port the pipeline hands them in the stage's context, and give back typed outputs that the
 //! pipeline (`crate::pipeline`) turns into stage boundaries.
 pub(crate) mod answer;
+pub mod best_sentence;
 pub mod cost;
 pub mod engine;
 pub mod grounding;

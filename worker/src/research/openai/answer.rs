@@ -69,13 +69,14 @@ impl OpenAiEngine {
         let readable: Vec<String> = evidence.iter().map(Passage::readable_text).collect();
         let texts: Vec<&str> = readable.iter().map(String::as_str).collect();
         let labels: Vec<String> = evidence.iter().flat_map(Passage::labels).collect();
-        let mut grounded = grounding::ground(&composed.text, &texts, &labels, &composed.cited);
+        let sources = grounding::Sources { texts: &texts, labels: &labels, question };
+        let mut grounded = grounding::ground(&composed.text, &sources, &composed.cited);
         let verify = limits_of(ctx.job).verify.unwrap_or(Self::mode(ctx) == ResearchMode::Deep);
         if verify && let Some(first) = &grounded {
             let (vetoes, record) = self.verify(ctx, &model, first, &texts, expected_ms).await;
             report["verification"] = record;
             if !vetoes.is_empty() {
-                grounded = grounding::ground_with(&composed.text, &texts, &labels, &composed.cited, &vetoes);
+                grounded = grounding::ground_with(&composed.text, &sources, &composed.cited, &vetoes);
             }
         }
         let (text, cited, checks) = match grounded {

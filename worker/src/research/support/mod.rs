@@ -64,6 +64,8 @@ struct Span {
     start: usize,
     end: usize,
     stems: HashSet<String>,
+    /// Its content stems in order, repeats kept.
+    terms: Vec<String>,
     clauses: Vec<(HashSet<String>, bool)>,
 }
 
@@ -115,6 +117,15 @@ impl Reading {
     /// Its content stems, each once, in order.
     pub fn content_stems(&self) -> &[String] {
         &self.stems
+    }
+
+    /// Its sentences with their content stems in order (repeats kept).
+    pub fn sentences_with_stems(&self) -> Vec<(String, Vec<String>)> {
+        let chars: Vec<char> = self.text.chars().collect();
+        self.sentences
+            .iter()
+            .map(|span| (chars[span.start..span.end].iter().collect::<String>(), span.terms.clone()))
+            .collect()
     }
 
     /// Whether it states something (has a content word).
@@ -308,6 +319,7 @@ fn sentence_spans(text: &str, tokens: &[Token], denials: &[bool]) -> Vec<Span> {
         let end = if chars.get(last).is_some_and(|ch| matches!(ch, '.' | '!' | '?')) { last + 1 } else { last };
         let mut clauses: Vec<(HashSet<String>, bool)> = Vec::new();
         let mut current: (HashSet<String>, bool) = (HashSet::new(), false);
+        let mut terms = Vec::new();
         let mut previous_end = first;
         for (token, denies) in inside {
             let between: String = chars[previous_end.min(token.start)..token.start].iter().collect();
@@ -317,6 +329,7 @@ fn sentence_spans(text: &str, tokens: &[Token], denials: &[bool]) -> Vec<Span> {
             }
             previous_end = token.end;
             let stem = words::content_stem(&token.kind);
+            terms.extend(stem.clone());
             // A word negated by `un` (`unused`) denies itself, not its clause: a clause of
             // its own.
             if let (Kind::Word(word), Some(stem)) = (&token.kind, &stem)
@@ -330,7 +343,7 @@ fn sentence_spans(text: &str, tokens: &[Token], denials: &[bool]) -> Vec<Span> {
         }
         clauses.push(current);
         let stems = clauses.iter().flat_map(|(stems, _)| stems.iter().cloned()).collect();
-        spans.push(Span { start: first, end, stems, clauses });
+        spans.push(Span { start: first, end, stems, terms, clauses });
     }
     spans
 }
