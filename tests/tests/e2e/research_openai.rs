@@ -683,6 +683,17 @@ async fn citations_of_missing_evidence_and_unsupported_claims_are_removed_and_mi
             && check["sentence"].as_str().is_some_and(|sentence| sentence.contains("Mars"))),
         "{checks:?}"
     );
+    // Verdicts hold each sentence as the model wrote it, with the number it wrote: the
+    // citation of evidence that does not exist is a removed citation.
+    ensure!(
+        checks.iter().any(|check| check["verdict"] == "removed_citation"
+            && check["sentence"] == "They also fly to Mars [9]."
+            && check["citation"] == 9
+            && check["written_citation"] == 9),
+        "{checks:?}"
+    );
+    let first = checks.iter().find(|check| check["sentence"] == "Bees make honey from nectar [2].");
+    ensure!(first.is_some_and(|check| check["written_citation"] == 2 && check["citation"] == 1), "{checks:?}");
     let calls = row.cost["stages"]["generating"]["calls"].as_array().cloned().unwrap_or_default();
     ensure_eq!(calls.len(), 1);
     ensure_eq!(calls[0]["estimated"], json!(true), "no usage was sent: {}", row.cost);

@@ -188,13 +188,16 @@ pub enum Verdict {
 }
 
 /// One verdict: the sentence (as the model wrote it), the citation it concerns (the final
-/// number for a kept citation, the number as written for a removed one) and the verdict.
+/// number for a kept citation, the number as written for a removed one), the number the
+/// model wrote (none where it wrote none) and the verdict.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Check {
     /// The sentence as written.
     pub sentence: String,
     /// The citation number, when the verdict concerns one.
     pub citation: Option<usize>,
+    /// The citation's number as the model wrote it, when it wrote one.
+    pub written_citation: Option<usize>,
     /// What was found.
     pub verdict: Verdict,
 }
@@ -267,7 +270,13 @@ pub fn ground_with(text: &str, sources: &Sources<'_>, cited: &[usize], vetoes: &
         let asks = prose.ends_with('?');
         if words.is_empty() || asks || is_label(&prose, &labels) || !said.insert(words.clone()) {
             changed = true;
-            checks.push(Check { sentence: sentence.text.clone(), citation: None, verdict: Verdict::RemovedSentence });
+            let check = Check {
+                sentence: sentence.text.clone(),
+                citation: None,
+                written_citation: None,
+                verdict: Verdict::RemovedSentence,
+            };
+            checks.push(check);
             continue;
         }
         let claim = Reading::new(&prose);
@@ -275,21 +284,23 @@ pub fn ground_with(text: &str, sources: &Sources<'_>, cited: &[usize], vetoes: &
         let verdicts: Vec<support::Support> = readings.iter().map(|passage| support::check(&claim, passage)).collect();
         let supported = |index: usize| allowed(index) && verdicts.get(index).is_some_and(|verdict| verdict.supported);
         let best = best_support(&verdicts, &allowed);
-        let mut names: Vec<(usize, Verdict)> = Vec::new();
+        // (evidence index, verdict, the number as written)
+        let mut names: Vec<(usize, Verdict, Option<usize>)> = Vec::new();
         for &number in &sentence.citations {
             match number.checked_sub(1).and_then(|at| cited.get(at)).copied() {
                 Some(index) if supported(index) => {
-                    names.push((index, Verdict::Supported));
+                    names.push((index, Verdict::Supported, Some(number)));
                 }
                 Some(_) if best.is_some() => {
                     changed = true;
-                    names.push((best.unwrap_or_default(), Verdict::Moved));
+                    names.push((best.unwrap_or_default(), Verdict::Moved, Some(number)));
                 }
                 _ => {
                     changed = true;
                     let check = Check {
                         sentence: sentence.text.clone(),
                         citation: Some(number),
+                        written_citation: Some(number),
                         verdict: Verdict::RemovedCitation,
                     };
                     checks.push(check);
@@ -300,20 +311,24 @@ pub fn ground_with(text: &str, sources: &Sources<'_>, cited: &[usize], vetoes: &
             match best {
                 Some(index) => {
                     changed = true;
-                    names.push((index, Verdict::Attributed));
+                    names.push((index, Verdict::Attributed, None));
                 }
                 None => {
                     changed = true;
-                    let check =
-                        Check { sentence: sentence.text.clone(), citation: None, verdict: Verdict::RemovedSentence };
+                    let check = Check {
+                        sentence: sentence.text.clone(),
+                        citation: None,
+                        written_citation: None,
+                        verdict: Verdict::RemovedSentence,
+                    };
                     checks.push(check);
                     continue;
                 }
             }
         }
         let mut indexes = Vec::new();
-        for (index, verdict) in names {
-            checks.push(Check { sentence: sentence.text.clone(), citation: Some(index), verdict });
+        for (index, verdict, written_citation) in names {
+            checks.push(Check { sentence: sentence.text.clone(), citation: Some(index), written_citation, verdict });
             if !indexes.contains(&index) {
                 indexes.push(index);
             }
@@ -330,8 +345,12 @@ pub fn ground_with(text: &str, sources: &Sources<'_>, cited: &[usize], vetoes: &
         let stated = support::check(&Reading::new(&sentence), &Reading::new(&answer.join(" "))).supported;
         if !stated && !vetoes.contains(&(sentence.clone(), index)) {
             changed = true;
-            let check =
-                Check { sentence: sentence.clone(), citation: Some(index), verdict: Verdict::AddedFromEvidence };
+            let check = Check {
+                sentence: sentence.clone(),
+                citation: Some(index),
+                written_citation: None,
+                verdict: Verdict::AddedFromEvidence,
+            };
             checks.insert(0, check);
             kept.insert(0, (sentence, vec![index]));
         }

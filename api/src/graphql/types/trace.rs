@@ -48,15 +48,23 @@ impl AnswerTrace {
         Json(self.0.evidence.clone())
     }
     /// Every verdict of the answer's citation check, in the order its sentences were
-    /// checked: a JSON array of `{ sentence, citation, verdict }`. `sentence` is the
-    /// sentence as the model wrote it; `citation` is the number it now cites (for
-    /// `removed_citation`, the number as written; null where no citation is concerned);
-    /// `verdict` is `supported` (the cited evidence holds at least half of the sentence's
-    /// content words), `moved` (the citation now names the evidence that does),
-    /// `removed_citation`, `removed_sentence` (nothing supports it, or it only repeated
-    /// or held citation marks), `attributed` (it had no citation and now cites its best
-    /// support) or `extractive_fallback` (nothing supported remained; the answer is the
-    /// extractive one over the same evidence). `[]` for answers from before checks.
+    /// checked: a JSON array of `{ sentence, citation, written_citation, verdict }`.
+    /// `sentence` is the sentence as the model wrote it (its citations as written);
+    /// `citation` is the number it now cites (for `removed_citation`, the number as
+    /// written; null where no citation is concerned); `written_citation` is the number the
+    /// model wrote (null where it wrote none: `attributed`, `added_from_evidence`,
+    /// `removed_sentence`, `extractive_fallback`); `verdict` is `supported` (the cited
+    /// evidence supports the sentence by the support check: its numbers, versions,
+    /// identifiers and quoted strings are in the passage, at least half of its stemmed
+    /// content words too, and it denies what the passage denies), `moved` (the citation
+    /// now names the evidence that does), `removed_citation` (it named evidence that does
+    /// not exist, or that does not support the sentence while none does),
+    /// `removed_sentence` (nothing supports it, or it only repeated, held citation marks,
+    /// markup, or a title or heading of the evidence), `attributed` (it had no citation and
+    /// now cites its best support), `added_from_evidence` (the evidence sentence that best
+    /// answers the question, which the answer did not state, now leads it) or
+    /// `extractive_fallback` (nothing supported remained; the answer is the extractive one
+    /// over the same evidence). `[]` for answers from before checks.
     async fn citation_checks(&self, ctx: &Context<'_>) -> async_graphql::Result<Json<Value>> {
         let run = async {
             let checks = match ctx.data_opt::<RequestLoaders>() {

@@ -93,6 +93,7 @@ pub struct Composer<'a> {
     filter: CitationFilter,
     evidence: usize,
     text: String,
+    written: String,
 }
 
 /// A finished answer: its text, the evidence it cites (0-based indexes, in the order of the
@@ -105,16 +106,20 @@ pub struct Composed {
     pub cited: Vec<usize>,
     /// Citations of evidence that does not exist, as written.
     pub removed: Vec<String>,
+    /// The answer as the model wrote it, its citations unchecked and numbered as the
+    /// evidence was (`[n]` is the n-th item).
+    pub written: String,
 }
 
 impl<'a> Composer<'a> {
     /// Starts an answer over `evidence` numbered items.
     pub fn new(sink: &'a AnswerSink, evidence: usize) -> Self {
-        Self { sink, filter: CitationFilter::new(evidence), evidence, text: String::new() }
+        Self { sink, filter: CitationFilter::new(evidence), evidence, text: String::new(), written: String::new() }
     }
 
     /// The model wrote `piece`.
     pub fn push(&mut self, piece: &str) {
+        self.written.push_str(piece);
         let released = self.filter.push(piece);
         self.text.push_str(&released);
         self.sink.append(&released);
@@ -124,6 +129,7 @@ impl<'a> Composer<'a> {
     pub fn restart(&mut self) {
         self.filter = CitationFilter::new(self.evidence);
         self.text.clear();
+        self.written.clear();
         self.sink.restart();
     }
 
@@ -132,6 +138,11 @@ impl<'a> Composer<'a> {
         let released = self.filter.finish();
         self.text.push_str(&released);
         self.sink.append(&released);
-        Composed { text: self.text, cited: self.filter.cited().to_vec(), removed: self.filter.removed().to_vec() }
+        Composed {
+            text: self.text,
+            cited: self.filter.cited().to_vec(),
+            removed: self.filter.removed().to_vec(),
+            written: self.written,
+        }
     }
 }

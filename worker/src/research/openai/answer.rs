@@ -70,21 +70,34 @@ impl OpenAiEngine {
         let texts: Vec<&str> = readable.iter().map(String::as_str).collect();
         let labels: Vec<String> = evidence.iter().flat_map(Passage::labels).collect();
         let sources = grounding::Sources { texts: &texts, labels: &labels, question };
-        let mut grounded = grounding::ground(&composed.text, &sources, &composed.cited);
+        // Checked as the model wrote it (its `[n]` naming the n-th item), so every verdict
+        // holds the sentence and number it wrote, and a number naming no evidence is a
+        // removed citation.
+        let as_numbered: Vec<usize> = (0..evidence.len()).collect();
+        let mut grounded = grounding::ground(&composed.written, &sources, &as_numbered);
         let verify = limits_of(ctx.job).verify.unwrap_or(Self::mode(ctx) == ResearchMode::Deep);
         if verify && let Some(first) = &grounded {
             let (vetoes, record) = self.verify(ctx, &model, first, &texts, expected_ms).await;
             report["verification"] = record;
             if !vetoes.is_empty() {
-                grounded = grounding::ground_with(&composed.text, &sources, &composed.cited, &vetoes);
+                grounded = grounding::ground_with(&composed.written, &sources, &as_numbered, &vetoes);
             }
         }
         let (text, cited, checks) = match grounded {
+            // Passed whole: the text as shown while it streamed (renumbered in order of
+            // first citation, as the check numbers it too).
+            Some(Grounded { text, checks, .. }) if text == composed.written.trim() => {
+                (composed.text.clone(), composed.cited.clone(), checks)
+            }
             Some(Grounded { text, cited, checks, .. }) => (text, cited, checks),
             None => {
                 let text = crate::research::engine::extractive(&ctx.question_with_notes(), evidence);
-                let check =
-                    Check { sentence: composed.text.clone(), citation: None, verdict: Verdict::ExtractiveFallback };
+                let check = Check {
+                    sentence: composed.written.clone(),
+                    citation: None,
+                    written_citation: None,
+                    verdict: Verdict::ExtractiveFallback,
+                };
                 (text, (0..evidence.len()).collect(), vec![check])
             }
         };
