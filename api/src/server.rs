@@ -241,7 +241,8 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
     let state = AppState {
         db,
         notifier,
-        app,
+        // Shared, not copied: every request clones the state.
+        app: Arc::new(app),
         settings: settings.clone(),
         live,
         rates,

@@ -15,7 +15,7 @@ pub struct AppState {
     /// In-process task signals (subscriptions, embedded worker wake-ups).
     pub notifier: Notifier,
     /// The application layer every resolver, tool and stream calls.
-    pub app: worker::app::App,
+    pub app: Arc<worker::app::App>,
     /// Settings loaded once at start.
     pub settings: Arc<Settings>,
     /// Live fan-out of task events to subscriptions.

@@ -202,6 +202,18 @@ pub struct Check {
     pub verdict: Verdict,
 }
 
+impl Check {
+    /// `sentence` (as written) removed: nothing supports it, or it states nothing.
+    fn removed_sentence(sentence: &str) -> Self {
+        Self {
+            sentence: sentence.to_owned(),
+            citation: None,
+            written_citation: None,
+            verdict: Verdict::RemovedSentence,
+        }
+    }
+}
+
 /// An answer after the check: its text, the evidence it cites (indexes into the evidence
 /// it was written over, in citation order: `cited[0]` is `[1]`) and every verdict.
 #[derive(Debug, Clone, PartialEq)]
@@ -270,13 +282,7 @@ pub fn ground_with(text: &str, sources: &Sources<'_>, cited: &[usize], vetoes: &
         let asks = prose.ends_with('?');
         if words.is_empty() || asks || is_label(&prose, &labels) || !said.insert(words.clone()) {
             changed = true;
-            let check = Check {
-                sentence: sentence.text.clone(),
-                citation: None,
-                written_citation: None,
-                verdict: Verdict::RemovedSentence,
-            };
-            checks.push(check);
+            checks.push(Check::removed_sentence(&sentence.text));
             continue;
         }
         let claim = Reading::new(&prose);
@@ -315,13 +321,7 @@ pub fn ground_with(text: &str, sources: &Sources<'_>, cited: &[usize], vetoes: &
                 }
                 None => {
                     changed = true;
-                    let check = Check {
-                        sentence: sentence.text.clone(),
-                        citation: None,
-                        written_citation: None,
-                        verdict: Verdict::RemovedSentence,
-                    };
-                    checks.push(check);
+                    checks.push(Check::removed_sentence(&sentence.text));
                     continue;
                 }
             }
