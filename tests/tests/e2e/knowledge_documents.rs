@@ -21,6 +21,7 @@ pub fn tests() -> Vec<DbTest> {
         the_largest_document_is_accepted_and_split,
         evidence_names_passages_by_exact_range_and_outlives_the_document,
         documents_stored_before_passages_are_split_on_the_first_start,
+        an_excerpt_reads_one_range_of_one_revision,
     ]
 }
 
@@ -384,5 +385,44 @@ async fn documents_stored_before_passages_are_split_on_the_first_start(db: TestD
     let again =
         worker::app::startup::prepare(&old.db, &Default::default(), &Default::default(), entity::now_millis()).await?;
     ensure_eq!(again.split, 0);
+    Ok(())
+}
+
+/// `KnowledgeDocument.excerpt`: a range of the content in code points (at most 20,000),
+/// checked against the revision it indexes.
+async fn an_excerpt_reads_one_range_of_one_revision(db: TestDb) -> anyhow::Result<()> {
+    let api = Api::start(&db).await?;
+    let space = api.space("alice").await?;
+    let token = api.token("alice");
+    let content = format!("Zürich ☕ opens at 9. {}", "x".repeat(25_000));
+    let id = add(&api, &token, &space, "Long", &content, "TEXT_PLAIN").await?;
+    let excerpt = "query($id: UUID!, $s: Int!, $e: Int!, $r: Int) { knowledgeDocument(id: $id) { \
+        excerpt(charStart: $s, charEnd: $e, revision: $r) } }";
+    let read = |start: i64, end: i64, revision: Option<i64>| json!({ "id": id, "s": start, "e": end, "r": revision });
+    let data = api.data(Some(&token), excerpt, read(0, 8, Some(1))).await?;
+    ensure_eq!(data["knowledgeDocument"]["excerpt"], json!("Zürich ☕"), "code points, not bytes");
+    let data = api.data(Some(&token), excerpt, read(3, 3, None)).await?;
+    ensure_eq!(data["knowledgeDocument"]["excerpt"], json!(""), "an empty range is empty");
+    let data = api.data(Some(&token), excerpt, read(100, 20_100, None)).await?;
+    let longest = data["knowledgeDocument"]["excerpt"].as_str().context("excerpt")?;
+    ensure_eq!(longest.chars().count(), 20_000);
+    let total = i64::try_from(content.chars().count())?;
+    ensure_eq!(
+        api.data(Some(&token), excerpt, read(total - 2, total, None)).await?["knowledgeDocument"]["excerpt"],
+        json!("xx")
+    );
+    for (what, variables) in [
+        ("longer than 20,000", read(0, 20_001, None)),
+        ("inverted", read(10, 9, None)),
+        ("negative", read(-1, 5, None)),
+        ("past the end", read(total - 1, total + 1, None)),
+    ] {
+        ensure_eq!(api.code(Some(&token), excerpt, variables).await?, "BAD_USER_INPUT", "{what}");
+    }
+    ensure_eq!(api.code(Some(&token), excerpt, read(0, 5, Some(2))).await?, "CONFLICT", "another revision");
+    // Another subject's document answers as a missing one, excerpt and all.
+    let data = api.data(Some(&api.token("mallory")), excerpt, read(0, 5, None)).await?;
+    ensure!(data["knowledgeDocument"].is_null(), "{data}");
+    api.stop().await;
     Ok(())
 }

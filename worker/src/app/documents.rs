@@ -340,6 +340,43 @@ async fn store_parts(txn: &DatabaseTransaction, document_id: Uuid, content: std:
     }
 }
 
+/// The code points `char_start..char_end` of `document`'s content (a caller who may read it
+/// asks): at most [`MAX_EXCERPT_CHARS`](super::limits::MAX_EXCERPT_CHARS) of them, so a
+/// viewer shows a quote in context without loading the whole document. A negative,
+/// inverted or too long range, or one past the content's end, is BAD_USER_INPUT; with
+/// `revision`, a document at another revision is CONFLICT (ranges index one revision's
+/// content).
+pub fn excerpt(
+    document: &document::Model,
+    char_start: i32,
+    char_end: i32,
+    revision: Option<i32>,
+) -> Result<String, AppError> {
+    let (Ok(start), Ok(end)) = (usize::try_from(char_start), usize::try_from(char_end)) else {
+        return Err(AppError::bad_input("charStart and charEnd must not be negative"));
+    };
+    if end < start {
+        return Err(AppError::bad_input("charEnd must not be before charStart"));
+    }
+    let limit = super::limits::MAX_EXCERPT_CHARS;
+    if end - start > limit {
+        return Err(AppError::bad_input(format!("an excerpt holds at most {limit} code points")));
+    }
+    if let Some(revision) = revision
+        && revision != document.revision
+    {
+        return Err(AppError::conflict(format!(
+            "the document is at revision {}, not {revision}: its ranges index another text",
+            document.revision
+        )));
+    }
+    let length = document.content.chars().count();
+    if end > length {
+        return Err(AppError::bad_input(format!("charEnd is past the content's end ({length} code points)")));
+    }
+    Ok(document.content.chars().skip(start).take(end - start).collect())
+}
+
 /// The document `id`, if the caller may read its space (else `None`, as for a missing id).
 pub async fn find(app: &App, caller: &Principal, id: Uuid) -> Result<Option<document::Model>, AppError> {
     let Some(document) = documents::find(&app.db, &caller.tenant_id, id).await? else {

@@ -13,6 +13,8 @@ pub const DEFAULT_PAGE: i32 = 20;
 pub const MAX_QUERY_CHARS: usize = 4_000;
 /// The longest name (space, API key) or subject id, in characters.
 pub const MAX_NAME_CHARS: usize = 255;
+/// The longest excerpt of a document one request reads, in code points.
+pub const MAX_EXCERPT_CHARS: usize = 20_000;
 /// The longest document title, in characters.
 pub const MAX_TITLE_CHARS: usize = 512;
 /// The longest document source URI, in characters.

@@ -39,6 +39,14 @@ impl KnowledgeDocument {
     async fn content(&self) -> &str {
         &self.row.content
     }
+    /// The content's code points `charStart..charEnd` (half-open, as passage and quote
+    /// ranges are), at most 20,000 of them: a quote shown in context without loading the
+    /// whole document. A negative, inverted or longer range, or one past the content's end,
+    /// is BAD_USER_INPUT; `revision`, when given, must be the document's current revision
+    /// (CONFLICT otherwise), since ranges index one revision's text.
+    async fn excerpt(&self, char_start: i32, char_end: i32, revision: Option<i32>) -> async_graphql::Result<String> {
+        documents::excerpt(&self.row, char_start, char_end, revision).gql()
+    }
     /// What the document is: the format its text was given in, or the type of the file it
     /// was uploaded as (detected from the file's bytes).
     async fn media_type(&self, ctx: &Context<'_>) -> async_graphql::Result<GqlMediaType> {
