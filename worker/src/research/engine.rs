@@ -655,7 +655,9 @@ fn best_sentence(text: &str, terms: &[String]) -> String {
         terms.iter().filter(|term| words.contains(term)).count()
     };
     let mut best = ("", 0);
-    for sentence in text.unicode_sentences() {
+    // A line break ends a sentence too: blocks of a passage (a heading, a quote, a list
+    // item) are joined by one and often end without a full stop.
+    for sentence in text.lines().flat_map(|line| line.unicode_sentences()) {
         let count = matches(sentence);
         if best.0.is_empty() || count > best.1 {
             best = (sentence, count);

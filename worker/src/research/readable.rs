@@ -54,6 +54,9 @@ pub fn readable(stored: &str) -> Readable {
             }
         }
         let next = match ch {
+            // A comment stands where blocks meet (a passage joins its blocks with a space):
+            // it ends the sentence before it.
+            '<' if rest.starts_with(&['<', '!', '-', '-']) => markup_tag(rest).inspect(|_| out.push('\n', at)),
             '<' => markup_tag(rest),
             '!' if rest.get(1) == Some(&'[') => image(rest),
             '[' => link(rest).map(|(text_len, total)| {
@@ -87,10 +90,13 @@ struct Output {
 }
 
 impl Output {
-    /// Appends `ch` (from `from`), keeping one space of a run.
+    /// Appends `ch` (from `from`), keeping one space of a run and no empty line.
     fn push(&mut self, ch: char, from: usize) {
         let space = ch == ' ' || ch == '\t';
         if space && self.chars.last().is_none_or(|last| last.is_whitespace()) {
+            return;
+        }
+        if ch == '\n' && self.chars.last().is_none_or(|last| *last == '\n') {
             return;
         }
         self.chars.push(if space { ' ' } else { ch });
@@ -230,6 +236,9 @@ mod tests {
                       and ![diagram](vm.png) **now** &amp; later.";
         let text = readable(stored).text;
         assert_eq!(text, "Stability: 2 - Stable\nThe vm module runs code; see the docs and now & later.");
+        // Comments between blocks joined by spaces end the sentence before them.
+        let joined = readable("Stable <!-- source_link=lib/vm.js --> The vm module runs code.").text;
+        assert_eq!(joined, "Stable\nThe vm module runs code.");
     }
 
     #[test]
