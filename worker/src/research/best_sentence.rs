@@ -13,16 +13,15 @@ pub const K1: f64 = 1.2;
 /// BM25's length normalisation.
 pub const B: f64 = 0.75;
 
-/// The best sentence for `question` among `evidence` (readable texts): the evidence item's
-/// index and the sentence, trimmed.
-pub fn best_sentence(question: &str, evidence: &[&str]) -> Option<(usize, String)> {
+/// The best sentence for `question` among `evidence` (the readable texts, read): the
+/// evidence item's index and the sentence, trimmed.
+pub fn best_sentence(question: &str, evidence: &[Reading]) -> Option<(usize, String)> {
     let wanted: HashSet<String> = Reading::new(question).content_stems().iter().cloned().collect();
     if wanted.is_empty() {
         return None;
     }
     let mut sentences: Vec<(usize, String, Vec<String>)> = Vec::new();
-    for (index, text) in evidence.iter().enumerate() {
-        let reading = Reading::new(text);
+    for (index, reading) in evidence.iter().enumerate() {
         for (sentence, stems) in reading.sentences_with_stems() {
             if !stems.is_empty() {
                 sentences.push((index, sentence, stems));
@@ -76,7 +75,8 @@ mod tests {
         let evidence = [
             "Streams move data. Every stream has a buffer.",
             "Writable streams buffer data. The default highWaterMark of a byte stream is 16384 bytes.",
-        ];
+        ]
+        .map(Reading::new);
         let best = best_sentence("What is the default highWaterMark of a stream?", &evidence);
         assert_eq!(best, Some((1, "The default highWaterMark of a byte stream is 16384 bytes.".to_owned())));
         assert_eq!(best_sentence("bees", &evidence), None);

@@ -339,8 +339,10 @@ pub fn ground_with(text: &str, sources: &Sources<'_>, cited: &[usize], vetoes: &
         return None;
     }
     // The evidence sentence that best answers the question leads the answer unless the
-    // answer states it already.
-    if let Some((index, sentence)) = best_sentence(sources.question, evidence) {
+    // answer states it already (or it is only a title or heading, which states nothing).
+    if let Some((index, sentence)) = best_sentence(sources.question, &readings)
+        && !is_label(&sentence, &labels)
+    {
         let answer: Vec<&str> = kept.iter().map(|(prose, _)| prose.as_str()).collect();
         let stated = support::check(&Reading::new(&sentence), &Reading::new(&answer.join(" "))).supported;
         if !stated && !vetoes.contains(&(sentence.clone(), index)) {
@@ -503,6 +505,13 @@ mod tests {
         );
         assert_eq!(grounded.cited, [1, 0]);
         assert_eq!(grounded.checks[0].verdict, Verdict::AddedFromEvidence);
+        // A heading is never what is added: it states nothing.
+        let headed = ["Buffering\nStreams keep data in memory."];
+        let labels = ["Buffering".to_owned()];
+        let sources = Sources { texts: &headed, labels: &labels, question: "buffering" };
+        let grounded = ground("Streams keep data in memory [1].", &sources, &[0]).expect("supported");
+        assert_eq!(grounded.text, "Streams keep data in memory [1].");
+        let sources = Sources { texts: &evidence, labels: &[], question: "What is the default highWaterMark?" };
         // An answer that states it is left as written.
         let stating = "The default highWaterMark of a byte stream is 16384 bytes [2].";
         let grounded = ground(stating, &sources, &[0, 1]).expect("supported");

@@ -169,12 +169,12 @@ fn markup_tag(rest: &[char]) -> Option<usize> {
         return Some(end);
     }
     for element in ["script", "style"] {
-        let open: String = rest.iter().take(element.len() + 1).collect::<String>().to_lowercase();
-        if open == format!("<{element}") {
+        if starts_ignoring_case(rest, &format!("<{element}")) {
+            // To its closing tag (any case), or the end of the text.
             let closing = format!("</{element}>");
-            let lower: String = rest.iter().collect::<String>().to_lowercase();
-            let end = lower.find(&closing).map_or(rest.len(), |byte| lower[..byte].chars().count() + closing.len());
-            return Some(end);
+            let length = closing.chars().count();
+            let end = (0..rest.len()).find(|at| starts_ignoring_case(&rest[*at..], &closing));
+            return Some(end.map_or(rest.len(), |at| at + length));
         }
     }
     let second = *rest.get(1)?;
@@ -219,6 +219,12 @@ fn entity(rest: &[char]) -> Option<(char, usize)> {
     None
 }
 
+/// Whether `chars` starts with `prefix` (ASCII letters in any case).
+fn starts_ignoring_case(chars: &[char], prefix: &str) -> bool {
+    let mut chars = chars.iter();
+    prefix.chars().all(|expected| chars.next().is_some_and(|ch| ch.eq_ignore_ascii_case(&expected)))
+}
+
 /// Where `needle` first starts in `haystack`, in characters.
 fn find(haystack: &[char], needle: &str) -> Option<usize> {
     let needle: Vec<char> = needle.chars().collect();
@@ -239,6 +245,10 @@ mod tests {
         // Comments between blocks joined by spaces end the sentence before them.
         let joined = readable("Stable <!-- source_link=lib/vm.js --> The vm module runs code.").text;
         assert_eq!(joined, "Stable\nThe vm module runs code.");
+        // Scripts and styles go whole, their closing tag in any case; text whose lower case
+        // is longer (`İ`) does not shift what follows.
+        let scripted = readable("İ <SCRIPT>var x = '<b>';</Script> stays <style>p{}</STYLE>.").text;
+        assert_eq!(scripted, "İ stays .");
     }
 
     #[test]
