@@ -7,7 +7,7 @@ pub mod tables;
 pub use domain::{
     AccessChannel, BundleKey, Chunk, Clock, DocumentFilters, FileMediaType, FileState, FilteredDocument, GrantDenial,
     IndexingStatus, LifecycleCommand, LimitsError, MediaType, MemberRole, OutboxStatus, ProgressEventType,
-    ResearchMode, Stage, StageKey, TaskLimits, TransitionError, now_millis,
+    ResearchMode, SourceMap, Stage, StageKey, TaskLimits, TransitionError, now_millis,
 };
 pub use journal::Journal;
 pub use tables::*;

@@ -25,6 +25,7 @@ mod m0025_steering_notes;
 mod m0026_input_waits;
 mod m0027_document_files;
 mod m0028_metadata_index;
+mod m0029_quotes;
 mod raw;
 
 pub use m0019_fair_claims::UNFINISHED;
@@ -54,6 +55,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0026_input_waits::Migration),
             Box::new(m0027_document_files::Migration),
             Box::new(m0028_metadata_index::Migration),
+            Box::new(m0029_quotes::Migration),
         ]
     }
 }

@@ -102,6 +102,7 @@ async fn load(db: &TestDb, space: &entity::knowledge_space::Model) -> anyhow::Re
                     tokens: 60,
                     text,
                     pages: None,
+                    source_map: entity::SourceMap::default(),
                 });
                 content.push_str("\n\n");
             }
@@ -187,6 +188,7 @@ async fn largest_filter(db: &TestDb) -> anyhow::Result<(usize, Duration, Duratio
             tokens: 60,
             text: text.clone(),
             pages: None,
+            source_map: entity::SourceMap::default(),
         };
         let new = worker::store::documents::NewDocument {
             tenant_id: space.tenant_id.clone(),

@@ -60,7 +60,7 @@ impl ResearchEngine for Waiting {
     }
     async fn generate(&self, ctx: &StageContext<'_>, _: &[Passage]) -> Result<Staged<Answer>, EngineError> {
         self.wait(ctx).await?;
-        let answer = Answer { text: "Waited for the model.".to_owned(), evidence: Vec::new() };
+        let answer = Answer { text: "Waited for the model.".to_owned(), evidence: Vec::new(), citations: Vec::new() };
         Ok(Staged::new(answer, CostReport::default()))
     }
 }

@@ -160,6 +160,7 @@ pub async fn load_whole(db: &TestDb, corpus: &Corpus) -> anyhow::Result<Loaded> 
             created_at: Set(entity::now_millis()),
             page_start: Set(None),
             page_end: Set(None),
+            source_map: Set(None),
         };
         passage::Entity::insert(whole).exec_without_returning(&db.db).await?;
     }

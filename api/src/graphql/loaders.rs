@@ -147,13 +147,13 @@ impl Loader<TraceOfTask> for Loaders {
 }
 
 impl Loader<ChecksOfTrace> for Loaders {
-    type Value = serde_json::Value;
+    type Value = entity::answer_trace_citation_check::Model;
     type Error = Arc<AppError>;
 
     async fn load(&self, keys: &[ChecksOfTrace]) -> Result<HashMap<ChecksOfTrace, Self::Value>, Self::Error> {
         let ids: Vec<Uuid> = keys.iter().map(|key| key.0).collect();
         let rows = batches::checks_of_traces(&self.db, &ids).await.map_err(Arc::new)?;
-        Ok(rows.into_iter().map(|(id, checks)| (ChecksOfTrace(id), checks)).collect())
+        Ok(rows.into_iter().map(|(id, row)| (ChecksOfTrace(id), row)).collect())
     }
 }
 

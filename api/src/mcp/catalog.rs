@@ -49,8 +49,26 @@ pub fn all() -> Vec<Tool> {
             "page_start": { "type": "integer", "description": "The first page of the PDF it comes from (1-based)." },
             "page_end": { "type": "integer", "description": "The last page of the PDF it comes from." },
             "source_uri": { "type": "string", "description": "Where its document came from." },
+            "quotes": {
+                "type": "array",
+                "description": "One per sentence of the answer citing it: the passage's words that support \
+                                the sentence and where they are in the document's content (code points, \
+                                half-open).",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "sentence": { "type": "string", "description": "The sentence as it stands in the answer." },
+                        "text": { "type": "string" },
+                        "char_start": { "type": "integer" },
+                        "char_end": { "type": "integer" },
+                        "page_start": { "type": "integer" },
+                        "page_end": { "type": "integer" },
+                    },
+                    "required": ["sentence", "text", "char_start", "char_end"],
+                },
+            },
         },
-        "required": ["n", "title", "text", "document_id"],
+        "required": ["n", "title", "text", "document_id", "quotes"],
     });
     let awaiting = json!({
         "type": "object",

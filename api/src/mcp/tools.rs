@@ -287,6 +287,7 @@ pub(super) async fn get_research(state: &AppState, caller: &Principal, id: Uuid)
         && let Some(trace) = trace
     {
         result["answer"] = json!(trace.answer);
+        let records = tasks::citations(&state.app, &trace).await?;
         let citations: Vec<Value> = trace
             .evidence
             .as_array()
@@ -310,12 +311,38 @@ pub(super) async fn get_research(state: &AppState, caller: &Principal, id: Uuid)
                         citation[key] = value.clone();
                     }
                 }
+                citation["quotes"] = quotes_of(&records, index + 1);
                 citation
             })
             .collect();
         result["citations"] = json!(citations);
     }
     Ok(result)
+}
+
+/// The quotes of evidence number `n`, one per sentence of the answer that cites it:
+/// `{sentence, text, char_start, char_end}` and the pages when there are some (none for
+/// answers from before quotes).
+fn quotes_of(records: &[worker::research::citations::CitationRecord], n: usize) -> Value {
+    let quotes: Vec<Value> = records
+        .iter()
+        .filter(|record| record.n == n)
+        .filter_map(|record| {
+            let quote = record.quote.as_ref()?;
+            let mut entry = json!({
+                "sentence": record.sentence,
+                "text": quote.text,
+                "char_start": quote.char_start,
+                "char_end": quote.char_end,
+            });
+            if let (Some(first), Some(last)) = (quote.page_start, quote.page_end) {
+                entry["page_start"] = json!(first);
+                entry["page_end"] = json!(last);
+            }
+            Some(entry)
+        })
+        .collect();
+    Value::Array(quotes)
 }
 
 /// `{task_id, stage}` with the stage in lower case, as GraphQL's enum value.

@@ -18,4 +18,6 @@ pub struct Chunk {
     /// The first and last page (1-based, inclusive) it comes from, for a PDF's text
     /// (the worker's `knowledge::pages`); `None` for formats without pages.
     pub pages: Option<(i32, i32)>,
+    /// Where each character of `text` came from in the content.
+    pub source_map: super::SourceMap,
 }

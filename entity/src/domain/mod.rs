@@ -15,10 +15,12 @@ mod limits;
 mod mode;
 mod outbox_status;
 mod role;
+mod source_map;
 mod stage;
 
 pub use channel::AccessChannel;
 pub use chunk::Chunk;
+pub use source_map::SourceMap;
 pub use clock::{Clock, now_millis};
 pub use document::{IndexingStatus, MediaType};
 pub use event_type::ProgressEventType;

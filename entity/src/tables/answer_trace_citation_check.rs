@@ -11,6 +11,9 @@ pub struct Model {
     pub answer_trace_id: Uuid,
     /// `[{sentence, citation, verdict}]`, in the order the answer's sentences were checked.
     pub checks: Json,
+    /// The final answer's citations with their quotes: `[{n, sentence, verdict, quote}]`,
+    /// one per citation mark; null for answers from before quotes.
+    pub citations: Option<Json>,
     /// Epoch milliseconds.
     pub created_at: i64,
 }

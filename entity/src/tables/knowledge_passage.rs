@@ -37,6 +37,10 @@ pub struct Model {
     pub page_start: Option<i32>,
     /// The last page of a PDF it comes from (inclusive); null for other formats.
     pub page_end: Option<i32>,
+    /// Where each character of `text` came from in the content: an `entity::SourceMap`
+    /// as stored; null for passages split before maps were recorded.
+    #[sea_orm(column_type = "Text", nullable)]
+    pub source_map: Option<String>,
     /// Epoch milliseconds.
     pub created_at: i64,
 }

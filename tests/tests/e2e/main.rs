@@ -47,6 +47,7 @@ mod multiprocess;
 mod operations;
 mod ops_page;
 mod research_answer;
+mod research_citations;
 mod research_filters;
 mod research_openai;
 mod research_rerank;
@@ -101,6 +102,7 @@ fn main() -> ExitCode {
         operations::tests(),
         ops_page::tests(),
         research_answer::tests(),
+        research_citations::tests(),
         research_filters::tests(),
         research_openai::tests(),
         research_rerank::tests(),

@@ -105,6 +105,7 @@ async fn a_group_commits_every_boundary_but_the_ones_whose_lease_or_grant_is_gon
             answer: "Bees make honey [1].".into(),
             evidence: json!([]),
             citation_checks: json!([{ "sentence": "Bees make honey [1].", "citation": 1, "verdict": "supported" }]),
+            citations: json!([]),
             cost_delta: worker::research::cost::CostDelta::none(),
             payload: json!(null),
         }),

@@ -109,6 +109,7 @@ async fn stale_worker_cannot_commit_after_lease_expires(db: TestDb) -> anyhow::R
         answer: "stale".into(),
         evidence: json!([]),
         citation_checks: json!([]),
+        citations: json!([]),
         cost_delta: worker::research::cost::CostDelta::none(),
         payload: json!(null),
     };
@@ -437,6 +438,7 @@ async fn every_stage_boundary_is_heard_in_another_process_as_in_this_one(db: Tes
         answer: "Bees make honey [1].".into(),
         evidence: json!([]),
         citation_checks: json!([]),
+        citations: json!([]),
         cost_delta: worker::research::cost::CostDelta::none(),
         payload: serde_json::Value::Null,
     };

@@ -8,7 +8,6 @@ use std::collections::HashMap;
 use entity::research_task_wait as wait;
 use entity::{Journal, answer_trace, knowledge_document_file as file, research_task_note as note};
 use sea_orm::DatabaseConnection;
-use serde_json::Value;
 use uuid::Uuid;
 
 use super::AppError;
@@ -33,8 +32,12 @@ pub async fn traces_of_tasks(
     Ok(store::answer_traces::find_for_tasks(db, tasks).await?)
 }
 
-/// The citation checks of answer traces, by trace id (a trace without checks is absent).
-pub async fn checks_of_traces(db: &DatabaseConnection, ids: &[Uuid]) -> Result<HashMap<Uuid, Value>, AppError> {
+/// The citation check rows of answer traces (checks and citations), by trace id (a trace
+/// without checks is absent).
+pub async fn checks_of_traces(
+    db: &DatabaseConnection,
+    ids: &[Uuid],
+) -> Result<HashMap<Uuid, entity::answer_trace_citation_check::Model>, AppError> {
     Ok(store::answer_traces::checks_for(db, ids).await?)
 }
 

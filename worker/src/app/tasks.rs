@@ -301,7 +301,17 @@ pub async fn answer_trace(app: &App, task: &job::Model) -> Result<Option<entity:
     Ok(crate::store::answer_traces::find_for_task(&app.db, &task.tenant_id, &task.subject_id, task.id).await?)
 }
 
-/// The citation checks of an answer trace the caller was shown.
+/// The citation checks of an answer trace the caller was shown (none from before checks).
 pub async fn citation_checks(app: &App, trace: &entity::answer_trace::Model) -> Result<Option<Value>, AppError> {
-    Ok(crate::store::answer_traces::checks_for(&app.db, &[trace.id]).await?.remove(&trace.id))
+    Ok(crate::store::answer_traces::checks_for(&app.db, &[trace.id]).await?.remove(&trace.id).map(|row| row.checks))
+}
+
+/// The citations of an answer trace the caller was shown: those recorded with it, or for
+/// an answer from before, its citation marks without verdicts or quotes.
+pub async fn citations(
+    app: &App,
+    trace: &entity::answer_trace::Model,
+) -> Result<Vec<crate::research::citations::CitationRecord>, AppError> {
+    let row = crate::store::answer_traces::checks_for(&app.db, &[trace.id]).await?.remove(&trace.id);
+    Ok(crate::research::citations::of_trace(&trace.answer, row.and_then(|row| row.citations).as_ref()))
 }

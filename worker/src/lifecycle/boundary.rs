@@ -47,6 +47,9 @@ pub struct Completion {
     /// The verdicts of the answer's citation checks, a JSON array of `{sentence,
     /// citation, verdict}` (empty when the engine checked nothing).
     pub citation_checks: Value,
+    /// The final answer's citations with their quotes, a JSON array of `{n, sentence,
+    /// verdict, quote}` (empty when the engine recorded none).
+    pub citations: Value,
     /// What generation spent.
     pub cost_delta: CostDelta,
     /// What generation reports about itself (model, citations removed…), recorded in the
@@ -141,6 +144,7 @@ impl Boundary {
                     answer: done.answer.clone(),
                     evidence: done.evidence.clone(),
                     checks: done.citation_checks.clone(),
+                    citations: done.citations.clone(),
                 };
                 let mut payload = json!({ "from_stage": from.stage, "answer_trace_id": trace.id, "cost": cost });
                 if !done.payload.is_null() {

@@ -10,6 +10,7 @@ mod drafts;
 mod human;
 mod keeper;
 mod passages;
+mod quotes;
 mod records;
 mod rounds;
 mod stages;

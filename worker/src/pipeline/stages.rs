@@ -261,10 +261,12 @@ async fn run_stage(
             let mut report = answer.report;
             let checks = report.as_object_mut().and_then(|fields| fields.remove("citation_checks"));
             let (cost_delta, report) = account(stage, answer.cost, report);
+            let citations = super::quotes::citation_records(db, &task.tenant_id, &answer.output).await?;
             Ok(StageEnd::Done(Completion {
                 evidence: cited(&answer.output),
                 answer: answer.output.text,
                 citation_checks: checks.unwrap_or_else(|| Value::Array(Vec::new())),
+                citations,
                 cost_delta,
                 payload: report,
             }))

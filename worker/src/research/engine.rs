@@ -15,6 +15,8 @@ use crate::knowledge::search::{Found, Provenance};
 pub use crate::knowledge::search::{Ranker, RankerHit, search_terms};
 use crate::model_settings::EngineSettings;
 pub use crate::research::answer::{AnswerSink, Composer};
+use crate::research::citations::{AnswerCitation, answer_citations};
+use crate::research::grounding::CitedSentence;
 use crate::research::rerank::Reranker;
 
 /// Re-exported so engines written elsewhere implement [`ResearchEngine`] with the same macro.
@@ -142,7 +144,7 @@ pub struct Plan {
 /// bundles, the evidence bundle and the answer trace's `evidence`. Its text is a copy, so
 /// the record of what research used survives an edit or removal of the document.
 /// Bundles written before passages existed lack the passage fields; they read as absent.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Passage {
     /// The document.
     pub document_id: Uuid,
@@ -250,14 +252,24 @@ pub struct Answer {
     pub text: String,
     /// The evidence cited, in citation order: `evidence[0]` is `[1]`.
     pub evidence: Vec<Passage>,
+    /// Each citation mark of the answer with its sentence, verdict and quote (empty when
+    /// the engine checked nothing); `n` names `evidence[n - 1]`.
+    #[serde(default)]
+    pub citations: Vec<AnswerCitation>,
 }
 
 impl Answer {
     /// An answer over `evidence` that cites `cited` (0-based indexes, in the order of the
-    /// numbers the text shows), as a [`Composer`] reports them.
+    /// numbers the text shows), as a [`Composer`] reports them, with no citations recorded.
     pub fn cited(text: String, evidence: &[Passage], cited: &[usize]) -> Self {
         let evidence = cited.iter().filter_map(|&index| evidence.get(index).cloned()).collect();
-        Self { text, evidence }
+        Self { text, evidence, citations: Vec::new() }
+    }
+
+    /// [`Answer::cited`] with the checked sentences' citations and quotes.
+    pub fn checked(text: String, evidence: &[Passage], cited: &[usize], sentences: &[CitedSentence]) -> Self {
+        let citations = answer_citations(sentences, cited, evidence);
+        Self { citations, ..Self::cited(text, evidence, cited) }
     }
 }
 
@@ -495,15 +507,16 @@ impl ResearchEngine for BuiltinEngine {
     }
 
     async fn generate(&self, ctx: &StageContext<'_>, evidence: &[Passage]) -> Result<Staged<Answer>, EngineError> {
-        let (written, used, checks) = grounded_extractive(&ctx.question_with_notes(), evidence);
+        let extracted = grounded_extractive(&ctx.question_with_notes(), evidence);
         // Through the same checks as a model's answer, streamed in one delta.
-        let mut composer = Composer::new(ctx.answer, used.len());
-        composer.push(&written);
+        let mut composer = Composer::new(ctx.answer, extracted.answer.evidence.len());
+        composer.push(&extracted.answer.text);
         let composed = composer.finish();
         let read: String = evidence.iter().map(|p| p.snippet.as_str()).collect();
         let cost = self.cost(&format!("{}{read}", ctx.job.query), &composed.text);
-        let answer = Answer::cited(composed.text, &used, &composed.cited);
-        Ok(Staged { output: answer, cost, report: serde_json::json!({ "citation_checks": checks }) })
+        // The extract is numbered in order of first citation already: the writer keeps it.
+        let answer = Answer { text: composed.text, ..extracted.answer };
+        Ok(Staged { output: answer, cost, report: serde_json::json!({ "citation_checks": extracted.checks }) })
     }
 
     fn next_round_cost(&self, ctx: &StageContext<'_>, queries: usize, evidence: &[Passage]) -> i64 {
@@ -563,14 +576,17 @@ impl RoundBounds {
 }
 
 /// The extractive answer over `evidence` through the citation check like any answer (a
-/// clause that states nothing or repeats another goes), with the evidence it cites in
-/// citation order and the verdicts.
-fn grounded_extractive(
-    query: &str,
-    evidence: &[Passage],
-) -> (String, Vec<Passage>, Vec<crate::research::grounding::Check>) {
+/// clause that states nothing or repeats another goes): the answer (its evidence in
+/// citation order, its citations and quotes) and the verdicts.
+pub(crate) struct Extracted {
+    pub(crate) answer: Answer,
+    pub(crate) checks: Vec<crate::research::grounding::Check>,
+}
+
+pub(crate) fn grounded_extractive(query: &str, evidence: &[Passage]) -> Extracted {
     if evidence.is_empty() {
-        return (NO_EVIDENCE_ANSWER.to_owned(), Vec::new(), Vec::new());
+        let answer = Answer { text: NO_EVIDENCE_ANSWER.to_owned(), evidence: Vec::new(), citations: Vec::new() };
+        return Extracted { answer, checks: Vec::new() };
     }
     let written = extractive(query, evidence);
     let readable: Vec<String> = evidence.iter().map(Passage::readable_text).collect();
@@ -579,12 +595,12 @@ fn grounded_extractive(
     let labels: Vec<String> = evidence.iter().flat_map(Passage::labels).collect();
     let sources = crate::research::grounding::Sources { texts: &texts, labels: &labels, question: query };
     match crate::research::grounding::ground(&written, &sources, &every) {
-        Some(grounded) => {
-            let used = grounded.cited.iter().filter_map(|&index| evidence.get(index).cloned()).collect();
-            (grounded.text, used, grounded.checks)
-        }
+        Some(grounded) => Extracted {
+            answer: Answer::checked(grounded.text, evidence, &grounded.cited, &grounded.sentences),
+            checks: grounded.checks,
+        },
         // Every clause stated nothing: the answer is what it is, cited by construction.
-        None => (written, evidence.to_vec(), Vec::new()),
+        None => Extracted { answer: Answer::cited(written, evidence, &every), checks: Vec::new() },
     }
 }
 
@@ -789,7 +805,7 @@ mod tests {
             "Tides are caused by the moon and the sun [1]. The highest tides come after a full moon [2]. Do tides ever stop [3]?"
         );
         // The grounded answer keeps them too.
-        let (grounded, _, _) = grounded_extractive("What causes tides?", &evidence[..2]);
+        let grounded = grounded_extractive("What causes tides?", &evidence[..2]).answer.text;
         assert_eq!(
             grounded,
             "Tides are caused by the moon and the sun [1]. The highest tides come after a full moon [2]."

@@ -164,7 +164,7 @@ fn without_citations(text: &str) -> String {
 }
 
 /// What the check found for one citation or sentence.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     /// The cited evidence supports the sentence.
@@ -214,6 +214,28 @@ impl Check {
     }
 }
 
+/// One citation of a kept sentence: the evidence it names (an index into the evidence the
+/// answer was written over), the verdict that kept it and its quote (the ranges of the
+/// evidence's readable text, code points, that best support the sentence).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cite {
+    /// The evidence item.
+    pub index: usize,
+    /// Why the citation stands.
+    pub verdict: Verdict,
+    /// The sentence(s) of the evidence that support the sentence, in text order.
+    pub quote: Vec<(usize, usize)>,
+}
+
+/// A sentence of the final answer, as it stands there, with its citations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CitedSentence {
+    /// The sentence as the final answer shows it, citation marks included.
+    pub text: String,
+    /// Its citations, in the order of its marks.
+    pub cites: Vec<Cite>,
+}
+
 /// An answer after the check: its text, the evidence it cites (indexes into the evidence
 /// it was written over, in citation order: `cited[0]` is `[1]`) and every verdict.
 #[derive(Debug, Clone, PartialEq)]
@@ -227,6 +249,22 @@ pub struct Grounded {
     /// Each kept claim without its citations, with the evidence it cites (indexes into
     /// the evidence, as in `cited`): what a model is asked to verify.
     pub claims: Vec<(String, Vec<usize>)>,
+    /// The final answer's sentences with their citations and quotes.
+    pub sentences: Vec<CitedSentence>,
+}
+
+impl Grounded {
+    /// The same sentences as `text` shows them (the same answer, renumbered by the
+    /// writer that streamed it); unchanged when `text` does not cut into as many.
+    pub fn restated(mut self, text: &str) -> Self {
+        let cut = sentences(text);
+        if cut.len() == self.sentences.len() {
+            for (sentence, restated) in self.sentences.iter_mut().zip(cut) {
+                sentence.text = restated.text;
+            }
+        }
+        self
+    }
 }
 
 /// Claims a model judged unsupported by a passage: (the claim without citations, the
@@ -266,6 +304,8 @@ pub fn ground_with(text: &str, sources: &Sources<'_>, cited: &[usize], vetoes: &
     // Each passage read once, not once per sentence.
     let readings: Vec<Reading> = evidence.iter().map(|passage| Reading::new(passage)).collect();
     let mut kept: Vec<(String, Vec<usize>)> = Vec::new();
+    // The citations of each kept sentence, beside `kept`.
+    let mut kept_cites: Vec<Vec<Cite>> = Vec::new();
     let mut checks = Vec::new();
     let mut changed = false;
     let mut said: HashSet<Vec<String>> = HashSet::new();
@@ -327,13 +367,17 @@ pub fn ground_with(text: &str, sources: &Sources<'_>, cited: &[usize], vetoes: &
             }
         }
         let mut indexes = Vec::new();
+        let mut cites = Vec::new();
         for (index, verdict, written_citation) in names {
             checks.push(Check { sentence: sentence.text.clone(), citation: Some(index), written_citation, verdict });
             if !indexes.contains(&index) {
                 indexes.push(index);
+                let quote = verdicts.get(index).map(|found| found.quote.clone()).unwrap_or_default();
+                cites.push(Cite { index, verdict, quote });
             }
         }
         kept.push((prose, indexes));
+        kept_cites.push(cites);
     }
     if kept.is_empty() {
         return None;
@@ -354,7 +398,10 @@ pub fn ground_with(text: &str, sources: &Sources<'_>, cited: &[usize], vetoes: &
                 verdict: Verdict::AddedFromEvidence,
             };
             checks.insert(0, check);
+            let quote = readings.get(index).map(|passage| support::check(&Reading::new(&sentence), passage).quote);
+            let cite = Cite { index, verdict: Verdict::AddedFromEvidence, quote: quote.unwrap_or_default() };
             kept.insert(0, (sentence, vec![index]));
+            kept_cites.insert(0, vec![cite]);
         }
     }
     // Final numbers, in order of first use; checks name evidence by index until here.
@@ -371,7 +418,12 @@ pub fn ground_with(text: &str, sources: &Sources<'_>, cited: &[usize], vetoes: &
         }
     }
     if !changed {
-        return Some(Grounded { text: text.trim().to_owned(), cited: cited.to_vec(), checks, claims: kept });
+        let sentences = sentences(text)
+            .into_iter()
+            .zip(kept_cites)
+            .map(|(sentence, cites)| CitedSentence { text: sentence.text, cites })
+            .collect();
+        return Some(Grounded { text: text.trim().to_owned(), cited: cited.to_vec(), checks, claims: kept, sentences });
     }
     let rebuilt: Vec<String> = kept
         .iter()
@@ -384,7 +436,12 @@ pub fn ground_with(text: &str, sources: &Sources<'_>, cited: &[usize], vetoes: &
             }
         })
         .collect();
-    Some(Grounded { text: rebuilt.join(" "), cited: order, checks, claims: kept })
+    let sentences = rebuilt
+        .iter()
+        .zip(kept_cites)
+        .map(|(text, cites)| CitedSentence { text: text.clone(), cites })
+        .collect();
+    Some(Grounded { text: rebuilt.join(" "), cited: order, checks, claims: kept, sentences })
 }
 
 /// `text` lower-cased, its words joined by single spaces (punctuation out).

@@ -2,13 +2,14 @@
 //! [`engine::ResearchEngine`] interface with the built-in engine and the `openai` one, the
 //! reranker client, rounds (when another search is worth it), grounding (whether a
 //! sentence is supported by the passage it cites), the answer as it is written and its
-//! citations, the prompts, and what model calls cost.
+//! citations with their quotes, the prompts, and what model calls cost.
 //!
 //! The wing knows no database: engines reach passages through the [`engine::PassageSearch`]
 //! port the pipeline hands them in the stage's context, and give back typed outputs that the
 //! pipeline (`crate::pipeline`) turns into stage boundaries.
 pub(crate) mod answer;
 pub mod best_sentence;
+pub mod citations;
 pub mod cost;
 pub mod engine;
 pub mod grounding;

@@ -86,28 +86,36 @@ pub async fn insert<C: ConnectionTrait>(txn: &C, row: trace::Model) -> Result<tr
     trace::Entity::insert(row.into_active_model().reset_all()).exec_with_returning(txn).await
 }
 
-/// Records a trace's citation checks (a JSON array); nothing when there are none.
+/// Records a trace's citation checks and citations (JSON arrays); nothing when there are
+/// neither.
 pub async fn insert_checks<C: ConnectionTrait>(
     txn: &C,
     trace_id: Uuid,
     checks: &serde_json::Value,
+    citations: &serde_json::Value,
     now: i64,
 ) -> Result<(), DbErr> {
     use sea_orm::{ActiveModelTrait as _, IntoActiveModel as _};
-    if checks.as_array().is_none_or(Vec::is_empty) {
+    let empty = |value: &serde_json::Value| value.as_array().is_none_or(Vec::is_empty);
+    if empty(checks) && empty(citations) {
         return Ok(());
     }
-    let row = checks_row::Model { answer_trace_id: trace_id, checks: checks.clone(), created_at: now };
+    let row = checks_row::Model {
+        answer_trace_id: trace_id,
+        checks: checks.clone(),
+        citations: Some(citations.clone()),
+        created_at: now,
+    };
     checks_row::Entity::insert(row.into_active_model().reset_all()).exec_without_returning(txn).await?;
     Ok(())
 }
 
-/// The citation checks of these traces (already read through their owner's scope); a
-/// trace without a row has none.
+/// The citation check rows of these traces (already read through their owner's scope); a
+/// trace without a row has no checks and no recorded citations.
 pub async fn checks_for<C: ConnectionTrait>(
     conn: &C,
     trace_ids: &[Uuid],
-) -> Result<std::collections::HashMap<Uuid, serde_json::Value>, DbErr> {
+) -> Result<std::collections::HashMap<Uuid, checks_row::Model>, DbErr> {
     if trace_ids.is_empty() {
         return Ok(std::collections::HashMap::new());
     }
@@ -115,7 +123,7 @@ pub async fn checks_for<C: ConnectionTrait>(
         .filter(checks_row::Column::AnswerTraceId.is_in(trace_ids.iter().copied()))
         .all(conn)
         .await?;
-    Ok(rows.into_iter().map(|row| (row.answer_trace_id, row.checks)).collect())
+    Ok(rows.into_iter().map(|row| (row.answer_trace_id, row)).collect())
 }
 
 /// The answer trace, if there is one (unscoped: for the lifecycle, after its own checks).

@@ -16,7 +16,7 @@ use super::backend::{Backend, on_backend};
 use super::pages::{PageKey, before};
 use entity::Chunk;
 
-/// Passages inserted per statement (15 values each, well under SQLite's variable limit).
+/// Passages inserted per statement (16 values each, well under SQLite's variable limit).
 const INSERT_BATCH: usize = 200;
 
 /// What a new document needs.
@@ -202,6 +202,7 @@ pub async fn write_passages<C: ConnectionTrait>(
             created_at: Set(now),
             page_start: Set(piece.pages.map(|(first, _)| first)),
             page_end: Set(piece.pages.map(|(_, last)| last)),
+            source_map: Set(Some(piece.source_map.encode())),
         });
         passage::Entity::insert_many(rows).exec_without_returning(conn).await?;
     }

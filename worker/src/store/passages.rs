@@ -114,3 +114,34 @@ pub async fn find<C: ConnectionTrait>(
         .one(conn)
         .await
 }
+
+/// Where a stored passage's quotes are located: its document revision and offset map.
+#[derive(Debug, Clone, FromQueryResult)]
+pub struct PassagePlaceRow {
+    /// The passage.
+    pub id: Uuid,
+    /// The document revision it was split from.
+    pub document_revision: i32,
+    /// Its offset map as stored (null for passages split before maps were recorded).
+    pub source_map: Option<String>,
+}
+
+/// The places of the tenant's passages with these ids that are still stored.
+pub async fn places<C: ConnectionTrait>(
+    conn: &C,
+    tenant_id: &str,
+    ids: &[Uuid],
+) -> Result<Vec<PassagePlaceRow>, DbErr> {
+    use entity::knowledge_passage as passage;
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    passage::Entity::find()
+        .select_only()
+        .columns([passage::Column::Id, passage::Column::DocumentRevision, passage::Column::SourceMap])
+        .filter(passage::Column::TenantId.eq(tenant_id))
+        .filter(passage::Column::Id.is_in(ids.iter().copied()))
+        .into_model::<PassagePlaceRow>()
+        .all(conn)
+        .await
+}

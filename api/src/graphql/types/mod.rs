@@ -3,6 +3,7 @@
 mod api_key;
 mod audit;
 mod awaiting;
+mod citation;
 mod document;
 mod inputs;
 mod journal;

@@ -5,6 +5,7 @@ use entity::answer_trace as trace;
 use serde_json::Value;
 use uuid::Uuid;
 
+use super::citation::Citation;
 use super::datetime;
 use crate::error::{ApiError, IntoGql as _};
 use crate::graphql::context::state;
@@ -34,7 +35,27 @@ impl AnswerTrace {
     async fn answer(&self) -> &str {
         &self.0.answer
     }
-    /// The cited evidence, in citation order: a JSON array of items `{ citation,
+    /// The final answer's citations, one per citation mark, in the answer's order: the
+    /// sentence as it stands, the verdict that kept the citation, the evidence item it
+    /// names and the quote (the passage's words that support the sentence, located in
+    /// the document). What the check removed is only in `citationChecks`. Answers from
+    /// before citation checks list their marks with no verdict and no quote.
+    async fn citations(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<Citation>> {
+        let run = async {
+            let recorded = match ctx.data_opt::<RequestLoaders>() {
+                Some(loaders) => {
+                    let row = loaders.load_one(ChecksOfTrace(self.0.id)).await.map_err(loaded)?;
+                    worker::research::citations::of_trace(&self.0.answer, row.and_then(|row| row.citations).as_ref())
+                }
+                None => worker::app::tasks::citations(&state(ctx)?.app, &self.0).await?,
+            };
+            let citations = recorded.into_iter().map(|record| Citation::of(record, &self.0.evidence)).collect();
+            Ok::<_, ApiError>(citations)
+        };
+        run.await.gql()
+    }
+    /// Kept for compatibility; `citations` has the same items typed. The cited evidence,
+    /// in citation order: a JSON array of items `{ citation,
     /// document_id, title, snippet, score, passage_id, text, char_start, char_end,
     /// heading_path, rankers }`. `char_start`/`char_end` index the document's content in
     /// Unicode code points, half-open (for HTML, the markup of the block); `text` (and
@@ -47,7 +68,8 @@ impl AnswerTrace {
     async fn evidence(&self) -> Json<Value> {
         Json(self.0.evidence.clone())
     }
-    /// Every verdict of the answer's citation check, in the order its sentences were
+    /// Kept for compatibility (`citations` has the final answer's citations typed). Every
+    /// verdict of the answer's citation check, in the order its sentences were
     /// checked: a JSON array of `{ sentence, citation, written_citation, verdict }`.
     /// `sentence` is the sentence as the model wrote it (its citations as written);
     /// `citation` is the number it now cites (for `removed_citation`, the number as
@@ -68,7 +90,7 @@ impl AnswerTrace {
     async fn citation_checks(&self, ctx: &Context<'_>) -> async_graphql::Result<Json<Value>> {
         let run = async {
             let checks = match ctx.data_opt::<RequestLoaders>() {
-                Some(loaders) => loaders.load_one(ChecksOfTrace(self.0.id)).await.map_err(loaded)?,
+                Some(loaders) => loaders.load_one(ChecksOfTrace(self.0.id)).await.map_err(loaded)?.map(|row| row.checks),
                 None => worker::app::tasks::citation_checks(&state(ctx)?.app, &self.0).await?,
             };
             Ok::<_, ApiError>(Json(checks.unwrap_or_else(|| Value::Array(Vec::new()))))

@@ -180,11 +180,13 @@ async fn a_completion_writes_its_trace_draft_and_closes_the_outbox(db: TestDb) -
     let (task, lease, _) = leased(&db).await?;
     let now = entity::now_millis();
     let checks = json!([{ "sentence": "Leases fence [1].", "citation": 1, "verdict": "supported" }]);
+    let citations = json!([{ "n": 1, "sentence": "Leases fence [1].", "verdict": "supported", "quote": null }]);
     let trace = TraceWrite {
         id: Uuid::now_v7(),
         answer: "Leases fence [1].".into(),
         evidence: json!([]),
         checks: checks.clone(),
+        citations: citations.clone(),
     };
     let completion = BoundaryWrite {
         stage: Stage::Completed,
@@ -208,7 +210,8 @@ async fn a_completion_writes_its_trace_draft_and_closes_the_outbox(db: TestDb) -
         (trace.answer.as_str(), Some(task.job.subject_id.as_str()))
     );
     let stored_checks = store::answer_traces::checks_for(&db.db, &[trace.id]).await?;
-    ensure_eq!(stored_checks.get(&trace.id), Some(&checks), "the verdicts are written with the trace");
+    let row = stored_checks.get(&trace.id).ok_or_else(|| anyhow::anyhow!("no citation check row"))?;
+    ensure_eq!((&row.checks, row.citations.as_ref()), (&checks, Some(&citations)), "written with the trace");
     let draft = store::drafts::find(&db.db, lease.job_id).await?.ok_or_else(|| anyhow::anyhow!("no draft"))?;
     ensure_eq!((draft.answer.as_str(), draft.generation), (trace.answer.as_str(), 1));
     let entries = fixtures::deliveries(&db, &task.job).await?;

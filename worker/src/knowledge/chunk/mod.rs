@@ -13,11 +13,11 @@ mod plain;
 
 use std::ops::Range;
 
-use entity::MediaType;
+use entity::{MediaType, SourceMap};
 use serde::Deserialize;
 use unicode_segmentation::UnicodeSegmentation as _;
 
-use self::block::Block;
+use self::block::{Block, Segment};
 use crate::tokens::estimate_tokens;
 
 /// How documents are split (`KFS_CHUNK_TARGET_TOKENS`, `KFS_CHUNK_OVERLAP_TOKENS`,
@@ -88,15 +88,24 @@ pub fn chunk(content: &str, media: MediaType, settings: &ChunkSettings) -> Resul
     packer.finish()
 }
 
+/// A passage being merged from blocks: its source byte range, headings, raw text (blocks
+/// joined by a blank line) with where each piece came from, and its length in characters.
+struct Merged {
+    source: Range<usize>,
+    headings: Vec<String>,
+    text: String,
+    segments: Vec<Segment>,
+    chars: usize,
+}
+
 /// Merges small consecutive blocks under the same headings up to the target size and
 /// splits large ones into windows, turning each passage into a [`Chunk`] as soon as it
 /// is complete.
 struct Packer<'a> {
     settings: &'a ChunkSettings,
     chars: CharIndex<'a>,
-    /// The passage being merged: its source byte range, headings, raw text and its
-    /// length in characters.
-    current: Option<(Range<usize>, Vec<String>, String, usize)>,
+    /// The passage being merged.
+    current: Option<Merged>,
     chunks: Vec<Chunk>,
     over: bool,
 }
@@ -116,42 +125,56 @@ impl<'a> Packer<'a> {
         if tokens > self.settings.target_tokens {
             self.flush();
             for window in windows(&block.text, self.settings) {
-                let text = block.text[window.clone()].to_owned();
-                self.emit(block.source_of(window), block.headings.clone(), &text);
+                let text = &block.text[window.clone()];
+                let segments = segments_within(&block.segments, &window);
+                self.emit(block.source_of(window), block.headings.clone(), text, &segments);
             }
             return !self.over;
         }
         match &mut self.current {
             // The merged text's size is kept as a running count of characters, not
             // counted again for every block that joins it.
-            Some((source, headings, text, chars))
-                if *headings == block.headings && token_count_of(*chars) + tokens <= self.settings.target_tokens =>
+            Some(merged)
+                if merged.headings == block.headings
+                    && token_count_of(merged.chars) + tokens <= self.settings.target_tokens =>
             {
-                source.end = block.source.end;
-                text.push_str("\n\n");
-                text.push_str(&block.text);
-                *chars += 2 + block_chars;
+                merged.source.end = block.source.end;
+                merged.text.push_str("\n\n");
+                let offset = merged.text.len();
+                merged.text.push_str(&block.text);
+                merged.segments.extend(block.segments.into_iter().map(|segment| Segment {
+                    text: segment.text.start + offset..segment.text.end + offset,
+                    source: segment.source,
+                }));
+                merged.chars += 2 + block_chars;
             }
             _ => {
                 self.flush();
-                self.current = Some((block.source, block.headings, block.text, block_chars));
+                self.current = Some(Merged {
+                    source: block.source,
+                    headings: block.headings,
+                    text: block.text,
+                    segments: block.segments,
+                    chars: block_chars,
+                });
             }
         }
         !self.over
     }
 
     fn flush(&mut self) {
-        if let Some((source, headings, text, _)) = self.current.take() {
-            self.emit(source, headings, &text);
+        if let Some(merged) = self.current.take() {
+            self.emit(merged.source, merged.headings, &merged.text, &merged.segments);
         }
     }
 
-    /// Makes the passage a chunk (whitespace collapsed; an empty one is dropped).
-    fn emit(&mut self, source: Range<usize>, heading_path: Vec<String>, raw: &str) {
+    /// Makes the passage a chunk (whitespace collapsed; an empty one is dropped), with
+    /// where each character of its text came from (`segments`: pieces of `raw`).
+    fn emit(&mut self, source: Range<usize>, heading_path: Vec<String>, raw: &str, segments: &[Segment]) {
         if self.over {
             return;
         }
-        let text = collapse_whitespace(raw);
+        let (text, origins) = collapse_whitespace(raw);
         if text.is_empty() {
             return;
         }
@@ -159,15 +182,55 @@ impl<'a> Packer<'a> {
             self.over = true;
             return;
         }
+        let char_start = self.chars.of(source.start);
+        let source_map = self.source_map(char_start, &origins, segments);
         self.chunks.push(Chunk {
             ordinal: i32::try_from(self.chunks.len()).unwrap_or(i32::MAX),
-            char_start: self.chars.of(source.start),
+            char_start,
             char_end: self.chars.of(source.end),
             heading_path,
             tokens: usize::try_from(estimate_tokens(&text)).unwrap_or(0),
             text,
             pages: None,
+            source_map,
         });
+    }
+
+    /// The offset map of a passage starting at content character `char_start` whose
+    /// characters came from `origins` (byte offsets into the raw text; `None` for a space
+    /// standing for a run of whitespace), the raw text's pieces being `segments`.
+    fn source_map(&mut self, char_start: usize, origins: &[Option<usize>], segments: &[Segment]) -> SourceMap {
+        // Each segment's source range in characters, converted once, in order.
+        let mut converted: Vec<Option<(usize, usize)>> = vec![None; segments.len()];
+        let mut at = 0;
+        let mut ranges = Vec::with_capacity(origins.len());
+        for origin in origins {
+            let Some(byte) = *origin else {
+                ranges.push(None);
+                continue;
+            };
+            if segments.get(at).is_none_or(|segment| segment.text.start > byte) {
+                at = 0;
+            }
+            while segments.get(at).is_some_and(|segment| segment.text.end <= byte) {
+                at += 1;
+            }
+            let Some(segment) = segments.get(at).filter(|segment| segment.text.start <= byte) else {
+                ranges.push(None);
+                continue;
+            };
+            let range = if segment.text.len() == segment.source.len() {
+                // A copy of the source: the character's own place.
+                let offset = self.chars.of(segment.source.start + (byte - segment.text.start));
+                (offset, offset + 1)
+            } else {
+                *converted[at]
+                    .get_or_insert_with(|| (self.chars.of(segment.source.start), self.chars.of(segment.source.end)))
+            };
+            let relative = |at: usize| u32::try_from(at.saturating_sub(char_start)).unwrap_or(u32::MAX);
+            ranges.push(Some((relative(range.0), relative(range.1))));
+        }
+        SourceMap::from_chars(ranges)
     }
 
     fn finish(mut self) -> Result<Vec<Chunk>, TooManyPassages> {
@@ -246,9 +309,46 @@ fn token_count_of(chars: usize) -> usize {
     chars.saturating_add(3) / 4
 }
 
-/// Runs of whitespace as one space, trimmed.
-fn collapse_whitespace(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
+/// Runs of whitespace as one space, trimmed, with the byte offset in `text` each character
+/// came from (`None` for a space standing for a run).
+fn collapse_whitespace(text: &str) -> (String, Vec<Option<usize>>) {
+    let mut collapsed = String::with_capacity(text.len());
+    let mut origins = Vec::with_capacity(text.len());
+    let mut space = false;
+    for (at, ch) in text.char_indices() {
+        if ch.is_whitespace() {
+            space = !collapsed.is_empty();
+            continue;
+        }
+        if space {
+            collapsed.push(' ');
+            origins.push(None);
+            space = false;
+        }
+        collapsed.push(ch);
+        origins.push(Some(at));
+    }
+    (collapsed, origins)
+}
+
+/// The pieces of `segments` inside the text range `window`, as offsets into the window's
+/// text (a piece cut by the window keeps its exact place when it is a copy of the source,
+/// and its whole source when it is not).
+fn segments_within(segments: &[Segment], window: &Range<usize>) -> Vec<Segment> {
+    segments
+        .iter()
+        .filter(|segment| segment.text.end > window.start && segment.text.start < window.end)
+        .map(|segment| {
+            let start = segment.text.start.max(window.start);
+            let end = segment.text.end.min(window.end);
+            let source = if segment.text.len() == segment.source.len() {
+                segment.source.start + (start - segment.text.start)..segment.source.start + (end - segment.text.start)
+            } else {
+                segment.source.clone()
+            };
+            Segment { text: start - window.start..end - window.start, source }
+        })
+        .collect()
 }
 
 /// Byte offsets of one text as character offsets, for offsets asked in (mostly) rising
@@ -269,11 +369,13 @@ impl<'a> CharIndex<'a> {
         while !self.text.is_char_boundary(byte) {
             byte -= 1;
         }
+        // Back or forth from the last offset asked: windows overlap, and a passage's map
+        // reads its pieces after its end.
         if byte < self.byte {
-            self.byte = 0;
-            self.chars = 0;
+            self.chars -= self.text[byte..self.byte].chars().count();
+        } else {
+            self.chars += self.text[self.byte..byte].chars().count();
         }
-        self.chars += self.text[self.byte..byte].chars().count();
         self.byte = byte;
         self.chars
     }

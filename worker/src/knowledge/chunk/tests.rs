@@ -279,3 +279,60 @@ fn a_huge_heading_is_cut_before_it_is_copied_into_every_passage() {
         assert!(path[0].chars().count() <= 200, "{media:?}: a heading of {} chars", path[0].chars().count());
     }
 }
+
+/// Checks every word of every passage through the passage's offset map: the content range
+/// it maps to holds the word (exactly, where the word was copied from the source).
+fn words_map_back(content: &str, chunks: &[Chunk]) {
+    let chars: Vec<char> = content.chars().collect();
+    for chunk in chunks {
+        let text: Vec<char> = chunk.text.chars().collect();
+        let mut at = 0;
+        while at < text.len() {
+            if text[at].is_whitespace() {
+                at += 1;
+                continue;
+            }
+            let end = (at..text.len()).find(|&index| text[index].is_whitespace()).unwrap_or(text.len());
+            let word: String = text[at..end].iter().collect();
+            let (start, stop) = chunk.source_map.content_range(at, end).expect("a word maps");
+            let (start, stop) = (chunk.char_start + start, chunk.char_start + stop);
+            assert!(start >= chunk.char_start && stop <= chunk.char_end, "{word:?} maps outside its passage");
+            let found: String = chars[start..stop].iter().collect();
+            let plain = word.chars().all(|ch| ch.is_alphanumeric());
+            if plain {
+                assert!(found.contains(&word), "{word:?} maps to {found:?}");
+            }
+            assert!(found.chars().count() < word.chars().count() + 80, "{word:?} maps to all of {found:?}");
+            at = end;
+        }
+    }
+}
+
+#[test]
+fn every_word_of_every_format_maps_back_to_its_place_in_the_content() {
+    let plain = "Tides   follow\nthe moon.\n\nSpring tides are   high.\n\n".repeat(3) + &paragraph("long", 600);
+    words_map_back(&plain, &chunk(&plain, MediaType::TextPlain, &settings(40, 10)));
+    let markdown = "# Streams\n\nThe *default* `highWaterMark` is **16384** bytes, see [the docs](https://x.test/a).\n\n\
+                    - one item\n- two &amp; three\n\n| a | b |\n|---|---|\n| x | y |\n\n<!--note--> Stability: 2\n\n"
+        .repeat(4)
+        + &paragraph("windowed", 500);
+    words_map_back(&markdown, &chunk(&markdown, MediaType::TextMarkdown, &settings(40, 10)));
+    let html = "<html><body><h1>Título</h1><p>Bees <b>make</b> honey &amp; wax from nectar.</p>\
+                <ul><li>one</li><li>two</li></ul><p>Ünïcode wörds here.</p></body></html>"
+        .repeat(5);
+    words_map_back(&html, &chunk(&html, MediaType::TextHtml, &settings(30, 5)));
+}
+
+#[test]
+fn a_copied_sentence_maps_to_exactly_its_words() {
+    let content = "# Head\n\nFirst   sentence here.\nSecond sentence *there*.";
+    let chunks = chunk(content, MediaType::TextMarkdown, &settings(200, 10));
+    let passage = &chunks[0];
+    let text = &passage.text;
+    let start = text.find("Second").expect("present");
+    let end = text.find("there").expect("present") + "there".len();
+    let (from, to) = passage.source_map.content_range(start, end).expect("maps");
+    let found: String =
+        content.chars().skip(passage.char_start + from).take(to - from).collect();
+    assert_eq!(found, "Second sentence *there");
+}

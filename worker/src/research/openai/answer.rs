@@ -83,26 +83,34 @@ impl OpenAiEngine {
                 grounded = grounding::ground_with(&composed.written, &sources, &as_numbered, &vetoes);
             }
         }
-        let (text, cited, checks) = match grounded {
+        let (answer, checks) = match grounded {
             // Passed whole: the text as shown while it streamed (renumbered in order of
             // first citation, as the check numbers it too).
-            Some(Grounded { text, checks, .. }) if text == composed.written.trim() => {
-                (composed.text.clone(), composed.cited.clone(), checks)
+            Some(grounded) if grounded.text == composed.written.trim() => {
+                let grounded = grounded.restated(&composed.text);
+                let answer = Answer::checked(composed.text.clone(), evidence, &composed.cited, &grounded.sentences);
+                (answer, grounded.checks)
             }
-            Some(Grounded { text, cited, checks, .. }) => (text, cited, checks),
+            Some(Grounded { text, cited, checks, sentences, .. }) => {
+                (Answer::checked(text, evidence, &cited, &sentences), checks)
+            }
             None => {
-                let text = crate::research::engine::extractive(&ctx.question_with_notes(), evidence);
+                let mut extracted =
+                    crate::research::engine::grounded_extractive(&ctx.question_with_notes(), evidence);
+                for citation in &mut extracted.answer.citations {
+                    citation.verdict = Verdict::ExtractiveFallback;
+                }
                 let check = Check {
                     sentence: composed.written.clone(),
                     citation: None,
                     written_citation: None,
                     verdict: Verdict::ExtractiveFallback,
                 };
-                (text, (0..evidence.len()).collect(), vec![check])
+                (extracted.answer, vec![check])
             }
         };
         report["citation_checks"] = json!(checks);
-        Ok((Answer::cited(text, evidence, &cited), report))
+        Ok((answer, report))
     }
 
     /// One more generation that says what was wrong, streamed as a reset.

@@ -314,9 +314,11 @@ fn sentence_spans(text: &str, tokens: &[Token], denials: &[bool]) -> Vec<Span> {
         if inside.is_empty() {
             continue;
         }
-        // Trim the span to its first and last token, so a quote holds no stray space.
+        // Trim the span to its first and last token, so a quote holds no stray space, and
+        // keep the closing marks and the full stop after the last (`… the guide).`).
         let (first, last) = (inside[0].0.start, inside.iter().map(|(token, _)| token.end).max().unwrap_or(end));
-        let end = if chars.get(last).is_some_and(|ch| matches!(ch, '.' | '!' | '?')) { last + 1 } else { last };
+        let closing = |ch: &char| matches!(ch, ')' | ']' | '}' | '"' | '\'' | '”' | '’' | '»' | '.' | '!' | '?');
+        let end = last + chars[last.min(end)..end].iter().take_while(|ch| closing(ch)).count();
         let mut clauses: Vec<(HashSet<String>, bool)> = Vec::new();
         let mut current: (HashSet<String>, bool) = (HashSet::new(), false);
         let mut terms = Vec::new();

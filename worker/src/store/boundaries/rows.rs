@@ -65,6 +65,9 @@ pub struct TraceWrite {
     /// The citation checks, a JSON array (`answer_trace_citation_checks`; none written
     /// when empty).
     pub checks: Value,
+    /// The final answer's citations with their quotes, a JSON array (written with the
+    /// checks).
+    pub citations: Value,
 }
 
 /// What became of one boundary.

@@ -104,7 +104,7 @@ async fn write_one<C: ConnectionTrait>(txn: &C, write: &BoundaryWrite) -> Result
             },
         )
         .await?;
-        traces::insert_checks(txn, trace.id, &trace.checks, write.now).await?;
+        traces::insert_checks(txn, trace.id, &trace.checks, &trace.citations, write.now).await?;
         drafts::finish(txn, &written.tenant_id, written.id, &trace.answer, write.now).await?;
         outbox::close(txn, written.id, OutboxStatus::Completed, write.now).await?;
     }

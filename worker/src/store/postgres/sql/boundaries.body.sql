@@ -56,11 +56,12 @@
     RETURNING "research_task_id"
 ),
 "checks" AS (
-    INSERT INTO "answer_trace_citation_checks" ("answer_trace_id", "checks", "created_at")
-    SELECT CAST(b."trace" ->> 'id' AS uuid), b."trace" -> 'checks', b."now"
+    INSERT INTO "answer_trace_citation_checks" ("answer_trace_id", "checks", "citations", "created_at")
+    SELECT CAST(b."trace" ->> 'id' AS uuid), b."trace" -> 'checks', b."trace" -> 'citations', b."now"
     FROM "fenced" AS f
     JOIN "input" AS b ON b."id" = f."id"
-    WHERE b."trace" IS NOT NULL AND jsonb_array_length(b."trace" -> 'checks') > 0
+    WHERE b."trace" IS NOT NULL
+      AND (jsonb_array_length(b."trace" -> 'checks') > 0 OR jsonb_array_length(b."trace" -> 'citations') > 0)
     RETURNING "answer_trace_id"
 ),
 "drafts" AS (
