@@ -20,7 +20,6 @@ mod stage;
 
 pub use channel::AccessChannel;
 pub use chunk::Chunk;
-pub use source_map::SourceMap;
 pub use clock::{Clock, now_millis};
 pub use document::{IndexingStatus, MediaType};
 pub use event_type::ProgressEventType;
@@ -33,4 +32,5 @@ pub use limits::{Bounded, LimitsError, TaskLimits};
 pub use mode::ResearchMode;
 pub use outbox_status::OutboxStatus;
 pub use role::MemberRole;
+pub use source_map::SourceMap;
 pub use stage::{LifecycleCommand, Stage, TransitionError};

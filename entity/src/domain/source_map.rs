@@ -6,15 +6,23 @@
 //!
 //! A run starts at a text offset and covers the text up to the next run's start. It
 //! stands for a range of the content, relative to the passage's `char_start`: a *linear*
-//! run (as many content characters as text characters) maps character by character; any
+//! run (characters copied from the content one for one) maps character by character; any
 //! other run (a decoded entity, a space the splitter put between blocks) maps as a whole.
 //! All offsets are Unicode code points.
+//!
+//! A map holds at most [`MAX_RUNS`] runs, so its size is bounded by a constant per passage
+//! whatever the document's shape (a megabyte of one-letter paragraphs would otherwise need
+//! a run per letter): past that, neighbouring runs merge pairwise into runs that map as a
+//! whole, so a quote's range still holds its words and is only less tight.
+
+/// The most runs a map keeps.
+pub const MAX_RUNS: usize = 64;
 
 /// The offset map of one passage.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SourceMap {
-    /// `(text start, content start, content end)`, by text start.
-    runs: Vec<(u32, u32, u32)>,
+    /// `(text start, content start, content end, linear)`, by text start.
+    runs: Vec<(u32, u32, u32, bool)>,
     /// The text's length.
     text_len: u32,
 }
@@ -24,7 +32,7 @@ impl SourceMap {
     /// content range it came from (relative to the passage's start), or `None` for one
     /// the splitter added (it stands for an empty range after the one before it).
     pub fn from_chars(chars: impl IntoIterator<Item = Option<(u32, u32)>>) -> Self {
-        let mut runs: Vec<(u32, u32, u32)> = Vec::new();
+        let mut runs: Vec<(u32, u32, u32, bool)> = Vec::new();
         let mut text_len = 0u32;
         let mut last_end = 0u32;
         for (at, range) in chars.into_iter().enumerate() {
@@ -34,17 +42,25 @@ impl SourceMap {
             let end = end.max(start);
             last_end = end;
             if let Some(run) = runs.last_mut() {
-                let run_chars = at - run.0;
-                let linear = run.2 - run.1 == run_chars;
-                if linear && start == run.2 && end == start + 1 {
+                if run.3 && start == run.2 && end == start + 1 {
                     run.2 = end;
                     continue;
                 }
-                if !linear && start == run.1 && end == run.2 {
+                if !run.3 && start == run.1 && end == run.2 {
                     continue;
                 }
             }
-            runs.push((at, start, end));
+            runs.push((at, start, end, end == start + 1));
+        }
+        while runs.len() > MAX_RUNS {
+            runs = runs
+                .chunks(2)
+                .map(|pair| {
+                    let start = pair.iter().map(|run| run.1).min().unwrap_or(0);
+                    let end = pair.iter().map(|run| run.2).max().unwrap_or(0);
+                    (pair[0].0, start, end, false)
+                })
+                .collect();
         }
         Self { runs, text_len }
     }
@@ -70,9 +86,8 @@ impl SourceMap {
 
     /// Where text offset `at` of run `index` starts (or, with `after`, ends) in the content.
     fn position(&self, index: usize, at: u32, after: bool) -> u32 {
-        let (text_start, start, end) = self.runs[index];
-        let text_end = self.runs.get(index + 1).map_or(self.text_len, |next| next.0);
-        if end - start == text_end - text_start {
+        let (text_start, start, end, linear) = self.runs[index];
+        if linear {
             start + (at - text_start) + u32::from(after)
         } else if after {
             end
@@ -81,12 +96,13 @@ impl SourceMap {
         }
     }
 
-    /// The map as stored: a JSON array of its text length, then each run's three numbers.
+    /// The map as stored: a JSON array of its text length, then each run's text start,
+    /// content start, content end and 1 for linear (0 for whole).
     pub fn encode(&self) -> String {
-        let mut numbers = Vec::with_capacity(1 + self.runs.len() * 3);
+        let mut numbers = Vec::with_capacity(1 + self.runs.len() * 4);
         numbers.push(self.text_len);
         for run in &self.runs {
-            numbers.extend([run.0, run.1, run.2]);
+            numbers.extend([run.0, run.1, run.2, u32::from(run.3)]);
         }
         serde_json::to_string(&numbers).unwrap_or_default()
     }
@@ -95,10 +111,11 @@ impl SourceMap {
     pub fn decode(stored: &str) -> Option<Self> {
         let numbers: Vec<u32> = serde_json::from_str(stored).ok()?;
         let (&text_len, rest) = numbers.split_first()?;
-        if rest.len() % 3 != 0 {
+        if rest.len() % 4 != 0 {
             return None;
         }
-        let runs: Vec<(u32, u32, u32)> = rest.chunks_exact(3).map(|run| (run[0], run[1], run[2])).collect();
+        let runs: Vec<(u32, u32, u32, bool)> =
+            rest.chunks_exact(4).map(|run| (run[0], run[1], run[2], run[3] == 1)).collect();
         let ordered = runs.windows(2).all(|pair| pair[0].0 < pair[1].0)
             && runs.iter().all(|run| run.1 <= run.2 && run.0 < text_len.max(1));
         ordered.then_some(Self { runs, text_len })
@@ -122,8 +139,21 @@ mod tests {
         assert_eq!(map.content_range(4, 6), None);
         let stored = map.encode();
         assert_eq!(SourceMap::decode(&stored), Some(map));
-        assert_eq!(SourceMap::decode("[3, 1, 0]"), None);
+        assert_eq!(SourceMap::decode("[3, 1, 0, 1]"), None);
         assert_eq!(SourceMap::decode("nonsense"), None);
+    }
+
+    #[test]
+    fn a_map_past_its_runs_merges_them_and_still_holds_every_character() {
+        // One-letter paragraphs: a letter every three characters, a space between.
+        let chars = (0..1_000u32).map(|at| if at % 2 == 0 { Some((at / 2 * 3, at / 2 * 3 + 1)) } else { None });
+        let map = SourceMap::from_chars(chars);
+        assert!(map.runs.len() <= MAX_RUNS, "{}", map.runs.len());
+        for at in (0..1_000).step_by(2) {
+            let (start, end) = map.content_range(at, at + 1).expect("maps");
+            let letter = (at / 2 * 3) as usize;
+            assert!(start <= letter && letter < end, "{at}: {start}..{end}");
+        }
     }
 
     #[test]

@@ -197,7 +197,8 @@ async fn legacy_and_foreign_answer_traces_are_never_returned(db: TestDb) -> anyh
     // A trace from before citation checks lists its marks, with no verdict and no quote.
     let typed = "query($id: UUID!) { answerTrace(id: $id) { citations { n sentence verdict evidence { title } quote { text } } } }";
     let citations = api.data(Some(&token), typed, json!({ "id": owned.id })).await?;
-    let expected = json!([{ "n": 1, "sentence": "A time-bounded claim [1].", "verdict": null, "evidence": null, "quote": null }]);
+    let expected =
+        json!([{ "n": 1, "sentence": "A time-bounded claim [1].", "verdict": null, "evidence": null, "quote": null }]);
     ensure!(citations["answerTrace"]["citations"] == expected, "{citations}");
     ensure!(api.data(Some(&token), read, json!({ "id": legacy.id })).await?["answerTrace"].is_null());
     let listed = api.data(Some(&token), list, json!({ "s": space.id })).await?;

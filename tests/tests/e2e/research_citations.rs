@@ -97,4 +97,3 @@ async fn each_citation_quotes_the_words_that_support_its_sentence(db: TestDb) ->
     api.stop().await;
     Ok(())
 }
-

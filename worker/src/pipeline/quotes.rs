@@ -35,7 +35,12 @@ pub(super) async fn citation_records(
                 let place = passage.passage_id.and_then(|id| places.get(&id));
                 QuoteRecord::locate(quote, passage, place)
             });
-            CitationRecord { n: citation.n, sentence: citation.sentence.clone(), verdict: Some(citation.verdict), quote }
+            CitationRecord {
+                n: citation.n,
+                sentence: citation.sentence.clone(),
+                verdict: Some(citation.verdict),
+                quote,
+            }
         })
         .collect();
     Ok(serde_json::to_value(records).map_err(EngineError::Stored)?)

@@ -116,13 +116,14 @@ impl QuoteRecord {
     /// still stored). None for evidence from before passages (no range to locate in).
     pub fn locate(quote: &PassageQuote, passage: &Passage, place: Option<&PassagePlace>) -> Option<Self> {
         let (passage_start, passage_end) = (passage.char_start?, passage.char_end?);
-        let mapped = place
-            .and_then(|place| place.source_map.as_ref())
-            .and_then(|map| map.content_range(quote.start, quote.end));
+        let mapped =
+            place.and_then(|place| place.source_map.as_ref()).and_then(|map| map.content_range(quote.start, quote.end));
         let (char_start, char_end) = match mapped {
             Some((start, end)) => {
                 let at = |offset: usize| {
-                    passage_start.saturating_add(i32::try_from(offset).unwrap_or(i32::MAX)).clamp(passage_start, passage_end)
+                    passage_start
+                        .saturating_add(i32::try_from(offset).unwrap_or(i32::MAX))
+                        .clamp(passage_start, passage_end)
                 };
                 (at(start), at(end))
             }
@@ -183,10 +184,8 @@ mod tests {
 
     #[test]
     fn each_citation_quotes_the_passage_sentence_that_supports_it() {
-        let evidence = [passage(
-            "Streams move data. The default <b>highWaterMark</b> is 16384 bytes. Other things happen.",
-            100,
-        )];
+        let evidence =
+            [passage("Streams move data. The default <b>highWaterMark</b> is 16384 bytes. Other things happen.", 100)];
         let readable: Vec<String> = evidence.iter().map(Passage::readable_text).collect();
         let texts: Vec<&str> = readable.iter().map(String::as_str).collect();
         let sources = Sources { texts: &texts, labels: &[], question: "" };
@@ -200,8 +199,7 @@ mod tests {
         // Without an offset map the quote spans its passage; with one, exactly its words.
         let located = QuoteRecord::locate(&quote, &evidence[0], None).expect("located");
         assert_eq!((located.char_start, located.char_end, located.document_revision), (100, 188, None));
-        let identity =
-            entity::SourceMap::from_chars((0..88u32).map(|at| Some((at, at + 1))));
+        let identity = entity::SourceMap::from_chars((0..88u32).map(|at| Some((at, at + 1))));
         let place = PassagePlace { document_revision: 3, source_map: Some(identity) };
         let located = QuoteRecord::locate(&quote, &evidence[0], Some(&place)).expect("located");
         assert_eq!((located.char_start, located.char_end, located.document_revision), (119, 167, Some(3)));

@@ -177,6 +177,10 @@ pub struct Passage {
     /// The rankers that found it, each with its rank (1 is best) and own score.
     #[serde(default)]
     pub rankers: Vec<RankerHit>,
+    /// Its score against the question when analysis kept it (`research::ranking`: fused
+    /// ranks of the retrieval and of BM25 against the question); none before ranking.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question_score: Option<f64>,
 }
 
 impl Passage {
@@ -212,6 +216,7 @@ impl From<Found> for Passage {
             heading_path: found.heading_path,
             provenance: found.provenance,
             rankers: found.rankers,
+            question_score: None,
         }
     }
 }
@@ -395,6 +400,12 @@ pub struct BuiltinEngine {
 }
 
 impl BuiltinEngine {
+    /// What an answer is written from: every round's evidence ranked against the question
+    /// across the rounds (`research::ranking`), best first.
+    pub(crate) fn answer_evidence(&self, ctx: &StageContext<'_>, evidence: &[Passage]) -> Vec<Passage> {
+        crate::research::ranking::best_evidence(&ctx.question_with_notes(), evidence)
+    }
+
     /// An engine with these prices and defaults.
     pub fn new(settings: EngineSettings) -> Self {
         Self { settings, reranker: None }
@@ -491,6 +502,8 @@ impl ResearchEngine for BuiltinEngine {
         let mut ranked: Vec<Passage> = best.into_values().collect();
         // Ties broken by id so a re-run keeps exactly the same evidence.
         ranked.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.identity().cmp(&b.identity())));
+        // Ranked against the question itself too, not only the sub-query that found each.
+        let ranked = crate::research::ranking::rank_candidates(&ctx.question_with_notes(), ranked);
         // A window that mostly repeats a better one adds nothing.
         let mut evidence: Vec<Passage> = Vec::with_capacity(top_k);
         for passage in ranked {
@@ -507,6 +520,7 @@ impl ResearchEngine for BuiltinEngine {
     }
 
     async fn generate(&self, ctx: &StageContext<'_>, evidence: &[Passage]) -> Result<Staged<Answer>, EngineError> {
+        let evidence = &self.answer_evidence(ctx, evidence);
         let extracted = grounded_extractive(&ctx.question_with_notes(), evidence);
         // Through the same checks as a model's answer, streamed in one delta.
         let mut composer = Composer::new(ctx.answer, extracted.answer.evidence.len());
@@ -778,6 +792,7 @@ mod tests {
             heading_path: vec!["Hive".into()],
             provenance: Provenance::default(),
             rankers: Vec::new(),
+            question_score: None,
         }
     }
 

@@ -436,11 +436,8 @@ pub fn ground_with(text: &str, sources: &Sources<'_>, cited: &[usize], vetoes: &
             }
         })
         .collect();
-    let sentences = rebuilt
-        .iter()
-        .zip(kept_cites)
-        .map(|(text, cites)| CitedSentence { text: text.clone(), cites })
-        .collect();
+    let sentences =
+        rebuilt.iter().zip(kept_cites).map(|(text, cites)| CitedSentence { text: text.clone(), cites }).collect();
     Some(Grounded { text: rebuilt.join(" "), cited: order, checks, claims: kept, sentences })
 }
 

@@ -14,6 +14,7 @@ pub mod cost;
 pub mod engine;
 pub mod grounding;
 pub(crate) mod openai;
+pub mod ranking;
 pub mod readable;
 pub mod rerank;
 pub mod rounds;

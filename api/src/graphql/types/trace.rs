@@ -90,7 +90,9 @@ impl AnswerTrace {
     async fn citation_checks(&self, ctx: &Context<'_>) -> async_graphql::Result<Json<Value>> {
         let run = async {
             let checks = match ctx.data_opt::<RequestLoaders>() {
-                Some(loaders) => loaders.load_one(ChecksOfTrace(self.0.id)).await.map_err(loaded)?.map(|row| row.checks),
+                Some(loaders) => {
+                    loaders.load_one(ChecksOfTrace(self.0.id)).await.map_err(loaded)?.map(|row| row.checks)
+                }
                 None => worker::app::tasks::citation_checks(&state(ctx)?.app, &self.0).await?,
             };
             Ok::<_, ApiError>(Json(checks.unwrap_or_else(|| Value::Array(Vec::new()))))

@@ -312,10 +312,11 @@ fn words_map_back(content: &str, chunks: &[Chunk]) {
 fn every_word_of_every_format_maps_back_to_its_place_in_the_content() {
     let plain = "Tides   follow\nthe moon.\n\nSpring tides are   high.\n\n".repeat(3) + &paragraph("long", 600);
     words_map_back(&plain, &chunk(&plain, MediaType::TextPlain, &settings(40, 10)));
-    let markdown = "# Streams\n\nThe *default* `highWaterMark` is **16384** bytes, see [the docs](https://x.test/a).\n\n\
+    let markdown =
+        "# Streams\n\nThe *default* `highWaterMark` is **16384** bytes, see [the docs](https://x.test/a).\n\n\
                     - one item\n- two &amp; three\n\n| a | b |\n|---|---|\n| x | y |\n\n<!--note--> Stability: 2\n\n"
-        .repeat(4)
-        + &paragraph("windowed", 500);
+            .repeat(4)
+            + &paragraph("windowed", 500);
     words_map_back(&markdown, &chunk(&markdown, MediaType::TextMarkdown, &settings(40, 10)));
     let html = "<html><body><h1>Título</h1><p>Bees <b>make</b> honey &amp; wax from nectar.</p>\
                 <ul><li>one</li><li>two</li></ul><p>Ünïcode wörds here.</p></body></html>"
@@ -332,7 +333,6 @@ fn a_copied_sentence_maps_to_exactly_its_words() {
     let start = text.find("Second").expect("present");
     let end = text.find("there").expect("present") + "there".len();
     let (from, to) = passage.source_map.content_range(start, end).expect("maps");
-    let found: String =
-        content.chars().skip(passage.char_start + from).take(to - from).collect();
+    let found: String = content.chars().skip(passage.char_start + from).take(to - from).collect();
     assert_eq!(found, "Second sentence *there");
 }

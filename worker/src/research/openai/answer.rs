@@ -95,8 +95,7 @@ impl OpenAiEngine {
                 (Answer::checked(text, evidence, &cited, &sentences), checks)
             }
             None => {
-                let mut extracted =
-                    crate::research::engine::grounded_extractive(&ctx.question_with_notes(), evidence);
+                let mut extracted = crate::research::engine::grounded_extractive(&ctx.question_with_notes(), evidence);
                 for citation in &mut extracted.answer.citations {
                     citation.verdict = Verdict::ExtractiveFallback;
                 }

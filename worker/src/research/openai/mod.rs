@@ -298,9 +298,13 @@ impl ResearchEngine for OpenAiEngine {
             let mut composer = Composer::new(ctx.answer, evidence.len());
             composer.push(NO_EVIDENCE_ANSWER);
             let composed = composer.finish();
-            return Ok(Staged::new(Answer { text: composed.text, evidence: Vec::new(), citations: Vec::new() }, CostReport::default()));
+            return Ok(Staged::new(
+                Answer { text: composed.text, evidence: Vec::new(), citations: Vec::new() },
+                CostReport::default(),
+            ));
         }
-        let (answer, report) = self.grounded_answer(ctx, evidence).await?;
+        let evidence = self.builtin.answer_evidence(ctx, evidence);
+        let (answer, report) = self.grounded_answer(ctx, &evidence).await?;
         Ok(Self::staged(ctx, answer, report))
     }
 

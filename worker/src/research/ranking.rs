@@ -1,0 +1,165 @@
+//! Ranking evidence against the question itself, in memory, so deeper modes answer no
+//! worse than FAST. A later round's sub-query finds passages about its own words; what the
+//! answer needs is what answers the *question*.
+//!
+//! - **Analysis** ranks a round's candidates by reciprocal-rank fusion (`k` = [`RRF_K`]) of
+//!   two orders: the retrieval's (each passage's best score over the sub-queries that
+//!   found it) and BM25 against the question ([`bm25`], over the round's candidates, each
+//!   passage's readable text a document); a passage sharing no word with the question has
+//!   no place in the second order. It keeps the best `topK` (a window mostly repeating a
+//!   better one aside) and stores each kept passage's fused score (`question_score`) in the
+//!   round's evidence bundle.
+//! - **The answer** is written from every round's evidence ranked across the rounds, best
+//!   first (not in round order): by fusion of the stored scores' order and BM25 against the
+//!   question over all of it. Both inputs are read back from the bundles, so a resumed task ranks
+//!   exactly as before.
+//!
+//! BM25: Snowball-stemmed content words (the support check's), `k1` = [`K1`], `b` = [`B`],
+//! IDF `ln(1 + (N − n + 0.5) / (n + 0.5))` over the documents ranked together. Ties keep
+//! the order given.
+use std::collections::{HashMap, HashSet};
+
+use crate::research::engine::Passage;
+use crate::research::support::Reading;
+
+/// BM25's term-frequency saturation.
+pub const K1: f64 = 1.2;
+/// BM25's length normalisation.
+pub const B: f64 = 0.75;
+/// Reciprocal-rank fusion's constant: `1 / (k + rank)`.
+pub const RRF_K: f64 = 60.0;
+
+/// The BM25 score of each of `documents` (content stems, repeats kept) for the stems of
+/// `question`; 0 for a document holding none of them.
+pub fn bm25(question: &HashSet<String>, documents: &[Vec<String>]) -> Vec<f64> {
+    if documents.is_empty() || question.is_empty() {
+        return vec![0.0; documents.len()];
+    }
+    let count = documents.len() as f64;
+    let mean_length = (documents.iter().map(Vec::len).sum::<usize>() as f64 / count).max(1.0);
+    let mut holding: HashMap<&str, usize> = HashMap::new();
+    for stems in documents {
+        for stem in stems.iter().collect::<HashSet<_>>() {
+            if question.contains(stem) {
+                *holding.entry(stem.as_str()).or_default() += 1;
+            }
+        }
+    }
+    documents
+        .iter()
+        .map(|stems| {
+            let length = stems.len() as f64;
+            question
+                .iter()
+                .map(|term| {
+                    let frequency = stems.iter().filter(|stem| *stem == term).count() as f64;
+                    if frequency == 0.0 {
+                        return 0.0;
+                    }
+                    let with = holding.get(term.as_str()).copied().unwrap_or(0) as f64;
+                    let idf = (1.0 + (count - with + 0.5) / (with + 0.5)).ln();
+                    idf * frequency * (K1 + 1.0) / (frequency + K1 * (1.0 - B + B * length / mean_length))
+                })
+                .sum()
+        })
+        .collect()
+}
+
+/// The content stems of `question`, each once.
+pub fn question_stems(question: &str) -> HashSet<String> {
+    Reading::new(question).content_stems().iter().cloned().collect()
+}
+
+/// A passage's readable text as BM25 reads it: its content stems, repeats kept.
+fn passage_terms(passage: &Passage) -> Vec<String> {
+    Reading::new(&passage.readable_text()).sentences_with_stems().into_iter().flat_map(|(_, stems)| stems).collect()
+}
+
+/// `passages` (in the order of the first ranking) re-ordered by fusion with BM25 against
+/// `question`, each with its fused score; the stable order of equals is the first ranking's.
+fn fused(question: &str, passages: Vec<Passage>) -> Vec<(f64, Passage)> {
+    let wanted = question_stems(question);
+    let terms: Vec<Vec<String>> = passages.iter().map(passage_terms).collect();
+    let scores = bm25(&wanted, &terms);
+    let mut by_question: Vec<usize> = (0..passages.len()).filter(|&at| scores[at] > 0.0).collect();
+    by_question.sort_by(|left, right| scores[*right].total_cmp(&scores[*left]).then(left.cmp(right)));
+    let mut question_rank: HashMap<usize, usize> = HashMap::new();
+    for (rank, at) in by_question.into_iter().enumerate() {
+        question_rank.insert(at, rank + 1);
+    }
+    let mut out: Vec<(f64, Passage)> = passages
+        .into_iter()
+        .enumerate()
+        .map(|(at, passage)| {
+            let mut score = 1.0 / (RRF_K + (at + 1) as f64);
+            if let Some(rank) = question_rank.get(&at) {
+                score += 1.0 / (RRF_K + *rank as f64);
+            }
+            (score, passage)
+        })
+        .collect();
+    out.sort_by(|left, right| right.0.total_cmp(&left.0));
+    out
+}
+
+/// A round's candidates, ranked by the retrieval (best first), ranked against the question
+/// too: the best first, each holding its fused score in `question_score`.
+pub fn rank_candidates(question: &str, ranked: Vec<Passage>) -> Vec<Passage> {
+    fused(question, ranked)
+        .into_iter()
+        .map(|(score, passage)| Passage { question_score: Some(score), ..passage })
+        .collect()
+}
+
+/// Every round's evidence for `question`, best first: ordered by the stored scores
+/// (analysis's, `question_score`; evidence stored before has none and follows in its
+/// order), then fused with BM25 against the question over all of it.
+pub fn best_evidence(question: &str, evidence: &[Passage]) -> Vec<Passage> {
+    if evidence.len() <= 1 {
+        return evidence.to_vec();
+    }
+    let mut stored: Vec<Passage> = evidence.to_vec();
+    // Stable: equal scores (and none) keep the rounds' order.
+    stored.sort_by(|left, right| {
+        right.question_score.unwrap_or(f64::MIN).total_cmp(&left.question_score.unwrap_or(f64::MIN))
+    });
+    fused(question, stored).into_iter().map(|(_, passage)| passage).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn passage(text: &str) -> Passage {
+        Passage { text: text.to_owned(), ..Passage::default() }
+    }
+
+    #[test]
+    fn a_candidate_answering_the_question_rises_above_one_only_a_sub_query_found() {
+        let ranked = vec![
+            passage("Windows has named pipes and many other features for processes."),
+            passage("The cluster module distributes connections round-robin on every platform but Windows."),
+        ];
+        let kept = rank_candidates("How does the cluster module distribute connections?", ranked);
+        assert!(kept[0].text.starts_with("The cluster module"), "{kept:?}");
+        assert!(kept[0].question_score > kept[1].question_score);
+    }
+
+    #[test]
+    fn the_answer_reads_the_best_across_rounds_not_the_first_round_first() {
+        let question = "What is the default highWaterMark?";
+        let mut first = rank_candidates(question, vec![passage("Streams move data between places.")]);
+        let second = rank_candidates(
+            question,
+            vec![passage("The default highWaterMark of a byte stream is 16384 bytes."), passage("Pipes exist.")],
+        );
+        first.extend(second);
+        let best = best_evidence(question, &first);
+        assert_eq!(best.len(), 3);
+        assert!(best[0].text.contains("16384"), "{best:?}");
+        // Read back from bundles, the same evidence ranks the same.
+        let stored = serde_json::to_value(&first).expect("serializes");
+        let read: Vec<Passage> = serde_json::from_value(stored).expect("reads back");
+        assert_eq!(best_evidence(question, &read), best);
+    }
+}
