@@ -115,11 +115,24 @@ async fn bench(database_url: &str, count: usize) -> anyhow::Result<()> {
         questions.len(),
         corpus.documents.len()
     );
+    println!("(own words: no extractive fallback; clean: no markup, heading breadcrumb or title-only sentence)");
     println!(
-        "{:<9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>7}",
-        "mode", "completed", "all cited", "supported", "expected", "ev.recall", "rounds", "calls", "s/task"
+        "{:<9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>7}",
+        "mode",
+        "completed",
+        "all cited",
+        "supported",
+        "expected",
+        "ev.recall",
+        "own words",
+        "clean",
+        "rounds",
+        "calls",
+        "s/task"
     );
-    for mode in ["FAST", "RESEARCH", "DEEP"] {
+    // `KFS_BENCH_MODES` (comma-separated) runs fewer modes.
+    let modes = env("KFS_BENCH_MODES").unwrap_or_else(|| "FAST,RESEARCH,DEEP".to_owned());
+    for mode in modes.split(',').map(str::trim).filter(|mode| !mode.is_empty()) {
         let mut score = Score::default();
         for question in &questions {
             let started = Instant::now();
@@ -166,6 +179,7 @@ struct Outcome {
     stage: String,
     answer: String,
     evidence: Vec<Value>,
+    checks: Vec<Value>,
     rounds: usize,
     calls: usize,
 }
@@ -180,7 +194,7 @@ async fn run_task(client: &GraphqlClient, space: &str, mode: &str, query: &str) 
         )
         .await?;
     let id = created["createResearchTask"]["id"].as_str().context("no task id")?.to_owned();
-    let read = "query($id: UUID!) { researchTask(id: $id) { stage cost answerTrace { answer evidence } \
+    let read = "query($id: UUID!) { researchTask(id: $id) { stage cost answerTrace { answer evidence citationChecks } \
                 progressEvents(first: 100) { eventType stage } } }";
     let deadline = Instant::now() + TASK_TIMEOUT;
     loop {
@@ -197,6 +211,7 @@ async fn run_task(client: &GraphqlClient, space: &str, mode: &str, query: &str) 
                 stage,
                 answer: task["answerTrace"]["answer"].as_str().unwrap_or_default().to_owned(),
                 evidence: task["answerTrace"]["evidence"].as_array().cloned().unwrap_or_default(),
+                checks: task["answerTrace"]["citationChecks"].as_array().cloned().unwrap_or_default(),
                 rounds,
                 calls,
             });
@@ -204,6 +219,31 @@ async fn run_task(client: &GraphqlClient, space: &str, mode: &str, query: &str) 
         anyhow::ensure!(Instant::now() < deadline, "task {id} did not end within {TASK_TIMEOUT:?}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// Whether `answer` holds no markup (an HTML comment or tag, a Markdown link target) and
+/// no sentence that is only a title or heading path of its evidence (`cluster — Cluster ›
+/// How it works`).
+fn is_clean(answer: &str, evidence: &[Value]) -> bool {
+    let markup = ["<!--", "-->", "</", "<strong", "<a ", "<code", "<span", "](", "{#"];
+    if markup.iter().any(|mark| answer.contains(mark)) {
+        return false;
+    }
+    let normal = |text: &str| content_words(text).join(" ");
+    let mut labels: Vec<String> = Vec::new();
+    for item in evidence {
+        labels.extend(item["title"].as_str().map(normal));
+        for heading in item["heading_path"].as_array().into_iter().flatten() {
+            labels.extend(heading.as_str().map(normal));
+        }
+    }
+    labels.retain(|label| !label.is_empty());
+    sentences(answer).iter().all(|sentence| {
+        let prose = sentence.text.split('[').next().unwrap_or_default();
+        let parts: Vec<String> =
+            prose.split(['›', '»', '—', '–', '|', ':']).map(normal).filter(|part| !part.is_empty()).collect();
+        parts.is_empty() || !parts.iter().all(|part| labels.contains(part))
+    })
 }
 
 /// The share of `expected`'s content words that `text` holds.
@@ -220,6 +260,8 @@ struct Score {
     supported: usize,
     expected: usize,
     evidence_recall: usize,
+    own_words: usize,
+    clean: usize,
     rounds: usize,
     calls: usize,
     seconds: f64,
@@ -266,17 +308,25 @@ impl Score {
         if found {
             self.evidence_recall += 1;
         }
+        if !outcome.checks.iter().any(|check| check["verdict"] == "extractive_fallback") {
+            self.own_words += 1;
+        }
+        if is_clean(&outcome.answer, &outcome.evidence) {
+            self.clean += 1;
+        }
     }
 
     fn print(&self, mode: &str, tasks: usize) {
         let per = |total: usize| total as f64 / tasks.max(1) as f64;
         println!(
-            "{mode:<9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7.1} {:>7.1} {:>7.1}",
+            "{mode:<9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7.1} {:>7.1} {:>7.1}",
             format!("{}/{tasks}", self.completed),
             format!("{}/{tasks}", self.all_cited),
             format!("{}/{tasks}", self.supported),
             format!("{}/{tasks}", self.expected),
             format!("{}/{tasks}", self.evidence_recall),
+            format!("{}/{tasks}", self.own_words),
+            format!("{}/{tasks}", self.clean),
             per(self.rounds),
             per(self.calls),
             self.seconds / tasks.max(1) as f64

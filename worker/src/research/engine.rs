@@ -400,10 +400,11 @@ pub struct BuiltinEngine {
 }
 
 impl BuiltinEngine {
-    /// What an answer is written from: every round's evidence ranked against the question
-    /// across the rounds (`research::ranking`), best first.
+    /// What an answer is written from: the best of every round's evidence against the
+    /// question (`research::ranking`), best first.
     pub(crate) fn answer_evidence(&self, ctx: &StageContext<'_>, evidence: &[Passage]) -> Vec<Passage> {
-        crate::research::ranking::best_evidence(&ctx.question_with_notes(), evidence)
+        let top_k = ctx.job.top_k.and_then(|k| usize::try_from(k).ok()).unwrap_or(self.settings.default_top_k);
+        crate::research::ranking::best_evidence(&ctx.question_with_notes(), evidence, top_k)
     }
 
     /// An engine with these prices and defaults.

@@ -9,9 +9,11 @@
 //!   no place in the second order. It keeps the best `topK` (a window mostly repeating a
 //!   better one aside) and stores each kept passage's fused score (`question_score`) in the
 //!   round's evidence bundle.
-//! - **The answer** is written from every round's evidence ranked across the rounds, best
-//!   first (not in round order): by fusion of the stored scores' order and BM25 against the
-//!   question over all of it. Both inputs are read back from the bundles, so a resumed task ranks
+//! - **The answer** is written from the best evidence across the rounds (not the union in
+//!   round order): every round's evidence ranked by fusion of the stored scores' order and
+//!   BM25 against the question over all of it, the best `topK` kept, then any other item
+//!   holding a word of the question that none kept holds (what a later round was run to
+//!   cover), best first. Both inputs are read back from the bundles, so a resumed task ranks
 //!   exactly as before.
 //!
 //! BM25: Snowball-stemmed content words (the support check's), `k1` = [`K1`], `b` = [`B`],
@@ -111,10 +113,11 @@ pub fn rank_candidates(question: &str, ranked: Vec<Passage>) -> Vec<Passage> {
         .collect()
 }
 
-/// Every round's evidence for `question`, best first: ordered by the stored scores
-/// (analysis's, `question_score`; evidence stored before has none and follows in its
-/// order), then fused with BM25 against the question over all of it.
-pub fn best_evidence(question: &str, evidence: &[Passage]) -> Vec<Passage> {
+/// The best of every round's evidence for `question`, best first: ordered by the stored
+/// scores (analysis's, `question_score`; evidence stored before has none and follows in
+/// its order), fused with BM25 against the question over all of it; the first `top_k`,
+/// then each later item holding a question word none before it holds.
+pub fn best_evidence(question: &str, evidence: &[Passage], top_k: usize) -> Vec<Passage> {
     if evidence.len() <= 1 {
         return evidence.to_vec();
     }
@@ -123,7 +126,17 @@ pub fn best_evidence(question: &str, evidence: &[Passage]) -> Vec<Passage> {
     stored.sort_by(|left, right| {
         right.question_score.unwrap_or(f64::MIN).total_cmp(&left.question_score.unwrap_or(f64::MIN))
     });
-    fused(question, stored).into_iter().map(|(_, passage)| passage).collect()
+    let wanted = question_stems(question);
+    let mut covered: HashSet<String> = HashSet::new();
+    let mut best = Vec::new();
+    for (rank, (_, passage)) in fused(question, stored).into_iter().enumerate() {
+        let terms: HashSet<String> = passage_terms(&passage).into_iter().filter(|stem| wanted.contains(stem)).collect();
+        if rank < top_k.max(1) || !terms.is_subset(&covered) {
+            covered.extend(terms);
+            best.push(passage);
+        }
+    }
+    best
 }
 
 #[cfg(test)]
@@ -154,12 +167,15 @@ mod tests {
             vec![passage("The default highWaterMark of a byte stream is 16384 bytes."), passage("Pipes exist.")],
         );
         first.extend(second);
-        let best = best_evidence(question, &first);
-        assert_eq!(best.len(), 3);
+        let best = best_evidence(question, &first, 1);
+        assert_eq!(best.len(), 1, "the others add no word of the question: {best:?}");
         assert!(best[0].text.contains("16384"), "{best:?}");
         // Read back from bundles, the same evidence ranks the same.
         let stored = serde_json::to_value(&first).expect("serializes");
         let read: Vec<Passage> = serde_json::from_value(stored).expect("reads back");
-        assert_eq!(best_evidence(question, &read), best);
+        assert_eq!(best_evidence(question, &read, 1), best);
+        // A passage holding a question word the best lacks is kept too.
+        let wider = best_evidence("default highWaterMark of pipes", &read, 1);
+        assert_eq!(wider.len(), 2, "{wider:?}");
     }
 }

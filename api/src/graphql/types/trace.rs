@@ -64,7 +64,9 @@ impl AnswerTrace {
     /// (`rerank`: the reranking endpoint's order of the fused candidates, when one is
     /// configured and answered). `score` is the full-text score, the fused reciprocal-rank
     /// score when vectors took part, or the reranker's relevance score when it reranked.
-    /// Traces from before passages lack the passage keys.
+    /// `question_score` is analysis's score against the question (the retrieval's order
+    /// fused with BM25 against the question), absent from traces before it. Traces from
+    /// before passages lack the passage keys.
     async fn evidence(&self) -> Json<Value> {
         Json(self.0.evidence.clone())
     }
