@@ -151,7 +151,7 @@ mod tests {
         assert!(map.runs.len() <= MAX_RUNS, "{}", map.runs.len());
         for at in (0..1_000).step_by(2) {
             let (start, end) = map.content_range(at, at + 1).expect("maps");
-            let letter = (at / 2 * 3) as usize;
+            let letter = at / 2 * 3;
             assert!(start <= letter && letter < end, "{at}: {start}..{end}");
         }
     }

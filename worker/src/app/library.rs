@@ -69,7 +69,7 @@ pub async fn search(
 /// One item of the library, by id.
 pub enum Item {
     /// A passage, with its document (gone when deleted since).
-    Passage(passage::Model, Option<document::Model>),
+    Passage(Box<passage::Model>, Option<document::Model>),
     /// A document, whole.
     Document(document::Model),
 }
@@ -81,7 +81,7 @@ pub async fn fetch(app: &App, caller: &Principal, id: Uuid) -> Result<Item, AppE
         && space_access(db, caller, passage.knowledge_space_id).await?.is_some()
     {
         let document = documents::find(db, &caller.tenant_id, passage.document_id).await?;
-        return Ok(Item::Passage(passage, document));
+        return Ok(Item::Passage(Box::new(passage), document));
     }
     if let Some(document) = documents::find(db, &caller.tenant_id, id).await?
         && space_access(db, caller, document.knowledge_space_id).await?.is_some()

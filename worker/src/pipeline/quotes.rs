@@ -43,5 +43,5 @@ pub(super) async fn citation_records(
             }
         })
         .collect();
-    Ok(serde_json::to_value(records).map_err(EngineError::Stored)?)
+    serde_json::to_value(records).map_err(EngineError::Stored)
 }
