@@ -1,10 +1,10 @@
 //! The evidence sentence that best answers a question, so an answer always holds it: the
 //! sentences of the kept evidence (their readable text, cut as the support check cuts
 //! them) ranked in memory against the question by BM25 over Snowball-stemmed content
-//! words (`research::ranking::bm25`: `k1` 1.2, `b` 0.75, each sentence a document, IDF over
+//! words (`research::bm25`: `k1` 1.2, `b` 0.75, each sentence a document, IDF over
 //! the sentences), the first of equals winning. A sentence sharing no word with the
 //! question is never the best.
-use crate::research::ranking::{bm25, question_stems};
+use crate::research::bm25::{bm25, question_stems};
 use crate::research::support::Reading;
 
 /// The best sentence for `question` among `evidence` (the readable texts, read): the

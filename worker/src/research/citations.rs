@@ -11,65 +11,9 @@
 //! whose row is gone (its document changed since) gives its range too, with no revision.
 use serde::{Deserialize, Serialize};
 
+pub use crate::research::cited::{AnswerCitation, PassageQuote, answer_citations};
 use crate::research::engine::Passage;
-use crate::research::grounding::{self, CitedSentence, Verdict};
-use crate::research::readable::readable;
-
-/// A quote as the engine finds it: text and range in the passage's stored text.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PassageQuote {
-    /// The supporting sentence(s) of the readable text, joined by a space.
-    pub text: String,
-    /// Where they start in the passage's stored text (code points).
-    pub start: usize,
-    /// Where they end (exclusive).
-    pub end: usize,
-}
-
-/// One citation of an answer as its engine reports it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AnswerCitation {
-    /// The number the answer cites it by (`[n]` names the answer's n-th evidence item).
-    pub n: usize,
-    /// The sentence as it stands in the final answer.
-    pub sentence: String,
-    /// The verdict that kept the citation.
-    pub verdict: Verdict,
-    /// The quote; none when the sentence states nothing the passage was read for.
-    pub quote: Option<PassageQuote>,
-}
-
-/// The citations of `sentences`, whose cites name items of `evidence` by index; `cited`
-/// is the final numbering (`cited[n - 1]` is the index `[n]` names). A cite the numbering
-/// lacks is left out.
-pub fn answer_citations(sentences: &[CitedSentence], cited: &[usize], evidence: &[Passage]) -> Vec<AnswerCitation> {
-    let mut out = Vec::new();
-    for sentence in sentences {
-        for cite in &sentence.cites {
-            let Some(position) = cited.iter().position(|&index| index == cite.index) else { continue };
-            let quote = evidence.get(cite.index).and_then(|passage| passage_quote(passage, &cite.quote));
-            out.push(AnswerCitation { n: position + 1, sentence: sentence.text.clone(), verdict: cite.verdict, quote });
-        }
-    }
-    out
-}
-
-/// The quote of `passage` made of `ranges` of its readable text.
-fn passage_quote(passage: &Passage, ranges: &[(usize, usize)]) -> Option<PassageQuote> {
-    let first = ranges.first()?.0;
-    let last = ranges.last()?.1;
-    let readable = readable(passage.stored_text());
-    let chars: Vec<char> = readable.text.chars().collect();
-    let text = ranges
-        .iter()
-        .filter_map(|&(start, end)| chars.get(start..end.min(chars.len())))
-        .map(|piece| piece.iter().collect::<String>().trim().to_owned())
-        .filter(|piece| !piece.is_empty())
-        .collect::<Vec<_>>()
-        .join(" ");
-    let (start, end) = readable.source_range(first, last)?;
-    Some(PassageQuote { text, start, end })
-}
+use crate::research::grounding::{self, Verdict};
 
 /// One citation of an answer trace as stored and shown (`AnswerTrace.citations`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -190,7 +134,8 @@ mod tests {
         let texts: Vec<&str> = readable.iter().map(String::as_str).collect();
         let sources = Sources { texts: &texts, labels: &[], question: "" };
         let grounded = ground("The default highWaterMark is 16384 bytes [1].", &sources, &[0]).expect("supported");
-        let citations = answer_citations(&grounded.sentences, &grounded.cited, &evidence);
+        let stored: Vec<&str> = evidence.iter().map(Passage::stored_text).collect();
+        let citations = answer_citations(&grounded.sentences, &grounded.cited, &stored);
         assert_eq!(citations.len(), 1);
         let quote = citations[0].quote.clone().expect("a quote");
         assert_eq!(quote.text, "The default highWaterMark is 16384 bytes.");

@@ -15,7 +15,7 @@ use crate::knowledge::search::{Found, Provenance};
 pub use crate::knowledge::search::{Ranker, RankerHit, search_terms};
 use crate::model_settings::EngineSettings;
 pub use crate::research::answer::{AnswerSink, Composer};
-use crate::research::citations::{AnswerCitation, answer_citations};
+use crate::research::cited::{AnswerCitation, answer_citations};
 use crate::research::grounding::CitedSentence;
 use crate::research::rerank::Reranker;
 
@@ -202,6 +202,18 @@ impl Passage {
     }
 }
 
+impl crate::research::ranking::Ranked for Passage {
+    fn readable_text(&self) -> String {
+        Passage::readable_text(self)
+    }
+    fn question_score(&self) -> Option<f64> {
+        self.question_score
+    }
+    fn scored(self, score: f64) -> Self {
+        Self { question_score: Some(score), ..self }
+    }
+}
+
 impl From<Found> for Passage {
     fn from(found: Found) -> Self {
         Self {
@@ -273,7 +285,8 @@ impl Answer {
 
     /// [`Answer::cited`] with the checked sentences' citations and quotes.
     pub fn checked(text: String, evidence: &[Passage], cited: &[usize], sentences: &[CitedSentence]) -> Self {
-        let citations = answer_citations(sentences, cited, evidence);
+        let stored: Vec<&str> = evidence.iter().map(Passage::stored_text).collect();
+        let citations = answer_citations(sentences, cited, &stored);
         Self { citations, ..Self::cited(text, evidence, cited) }
     }
 }

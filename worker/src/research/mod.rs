@@ -9,7 +9,9 @@
 //! pipeline (`crate::pipeline`) turns into stage boundaries.
 pub(crate) mod answer;
 pub mod best_sentence;
+pub mod bm25;
 pub mod citations;
+pub mod cited;
 pub mod cost;
 pub mod engine;
 pub mod grounding;

@@ -21,65 +21,30 @@
 //! the order given.
 use std::collections::{HashMap, HashSet};
 
-use crate::research::engine::Passage;
+pub use crate::research::bm25::{B, K1, bm25, question_stems};
 use crate::research::support::Reading;
 
-/// BM25's term-frequency saturation.
-pub const K1: f64 = 1.2;
-/// BM25's length normalisation.
-pub const B: f64 = 0.75;
+/// What ranking reads of an evidence item (the engine's `Passage`).
+pub trait Ranked: Clone {
+    /// Its readable text.
+    fn readable_text(&self) -> String;
+    /// Analysis's stored score, if any.
+    fn question_score(&self) -> Option<f64>;
+    /// It with analysis's score.
+    fn scored(self, score: f64) -> Self;
+}
+
 /// Reciprocal-rank fusion's constant: `1 / (k + rank)`.
 pub const RRF_K: f64 = 60.0;
 
-/// The BM25 score of each of `documents` (content stems, repeats kept) for the stems of
-/// `question`; 0 for a document holding none of them.
-pub fn bm25(question: &HashSet<String>, documents: &[Vec<String>]) -> Vec<f64> {
-    if documents.is_empty() || question.is_empty() {
-        return vec![0.0; documents.len()];
-    }
-    let count = documents.len() as f64;
-    let mean_length = (documents.iter().map(Vec::len).sum::<usize>() as f64 / count).max(1.0);
-    let mut holding: HashMap<&str, usize> = HashMap::new();
-    for stems in documents {
-        for stem in stems.iter().collect::<HashSet<_>>() {
-            if question.contains(stem) {
-                *holding.entry(stem.as_str()).or_default() += 1;
-            }
-        }
-    }
-    documents
-        .iter()
-        .map(|stems| {
-            let length = stems.len() as f64;
-            question
-                .iter()
-                .map(|term| {
-                    let frequency = stems.iter().filter(|stem| *stem == term).count() as f64;
-                    if frequency == 0.0 {
-                        return 0.0;
-                    }
-                    let with = holding.get(term.as_str()).copied().unwrap_or(0) as f64;
-                    let idf = (1.0 + (count - with + 0.5) / (with + 0.5)).ln();
-                    idf * frequency * (K1 + 1.0) / (frequency + K1 * (1.0 - B + B * length / mean_length))
-                })
-                .sum()
-        })
-        .collect()
-}
-
-/// The content stems of `question`, each once.
-pub fn question_stems(question: &str) -> HashSet<String> {
-    Reading::new(question).content_stems().iter().cloned().collect()
-}
-
 /// A passage's readable text as BM25 reads it: its content stems, repeats kept.
-fn passage_terms(passage: &Passage) -> Vec<String> {
+fn passage_terms<P: Ranked>(passage: &P) -> Vec<String> {
     Reading::new(&passage.readable_text()).sentences_with_stems().into_iter().flat_map(|(_, stems)| stems).collect()
 }
 
 /// `passages` (in the order of the first ranking) re-ordered by fusion with BM25 against
 /// `question`, each with its fused score; the stable order of equals is the first ranking's.
-fn fused(question: &str, passages: Vec<Passage>) -> Vec<(f64, Passage)> {
+fn fused<P: Ranked>(question: &str, passages: Vec<P>) -> Vec<(f64, P)> {
     let wanted = question_stems(question);
     let terms: Vec<Vec<String>> = passages.iter().map(passage_terms).collect();
     let scores = bm25(&wanted, &terms);
@@ -89,7 +54,7 @@ fn fused(question: &str, passages: Vec<Passage>) -> Vec<(f64, Passage)> {
     for (rank, at) in by_question.into_iter().enumerate() {
         question_rank.insert(at, rank + 1);
     }
-    let mut out: Vec<(f64, Passage)> = passages
+    let mut out: Vec<(f64, P)> = passages
         .into_iter()
         .enumerate()
         .map(|(at, passage)| {
@@ -106,25 +71,22 @@ fn fused(question: &str, passages: Vec<Passage>) -> Vec<(f64, Passage)> {
 
 /// A round's candidates, ranked by the retrieval (best first), ranked against the question
 /// too: the best first, each holding its fused score in `question_score`.
-pub fn rank_candidates(question: &str, ranked: Vec<Passage>) -> Vec<Passage> {
-    fused(question, ranked)
-        .into_iter()
-        .map(|(score, passage)| Passage { question_score: Some(score), ..passage })
-        .collect()
+pub fn rank_candidates<P: Ranked>(question: &str, ranked: Vec<P>) -> Vec<P> {
+    fused(question, ranked).into_iter().map(|(score, passage)| passage.scored(score)).collect()
 }
 
 /// The best of every round's evidence for `question`, best first: ordered by the stored
 /// scores (analysis's, `question_score`; evidence stored before has none and follows in
 /// its order), fused with BM25 against the question over all of it; the first `top_k`,
 /// then each later item holding a question word none before it holds.
-pub fn best_evidence(question: &str, evidence: &[Passage], top_k: usize) -> Vec<Passage> {
+pub fn best_evidence<P: Ranked>(question: &str, evidence: &[P], top_k: usize) -> Vec<P> {
     if evidence.len() <= 1 {
         return evidence.to_vec();
     }
-    let mut stored: Vec<Passage> = evidence.to_vec();
+    let mut stored: Vec<P> = evidence.to_vec();
     // Stable: equal scores (and none) keep the rounds' order.
     stored.sort_by(|left, right| {
-        right.question_score.unwrap_or(f64::MIN).total_cmp(&left.question_score.unwrap_or(f64::MIN))
+        right.question_score().unwrap_or(f64::MIN).total_cmp(&left.question_score().unwrap_or(f64::MIN))
     });
     let wanted = question_stems(question);
     let mut covered: HashSet<String> = HashSet::new();
@@ -142,6 +104,7 @@ pub fn best_evidence(question: &str, evidence: &[Passage], top_k: usize) -> Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::research::engine::Passage;
 
     fn passage(text: &str) -> Passage {
         Passage { text: text.to_owned(), ..Passage::default() }
