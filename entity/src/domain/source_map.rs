@@ -88,7 +88,8 @@ impl SourceMap {
     fn position(&self, index: usize, at: u32, after: bool) -> u32 {
         let (text_start, start, end, linear) = self.runs[index];
         if linear {
-            start + (at - text_start) + u32::from(after)
+            // A stored map is read back from the database: no arithmetic may overflow.
+            start.saturating_add(at - text_start).saturating_add(u32::from(after))
         } else if after {
             end
         } else {

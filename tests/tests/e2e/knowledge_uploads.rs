@@ -204,7 +204,8 @@ async fn pdf_and_word_files_become_passages_with_pages_and_headings_and_research
         let data = api
             .data(
                 Some(&token),
-                "query($id: UUID!) { researchTask(id: $id) { stage answerTrace { evidence } } }",
+                "query($id: UUID!) { researchTask(id: $id) { stage answerTrace { evidence \
+                 citations { n quote { text charStart charEnd pageStart pageEnd } } } } }",
                 json!({ "id": task }),
             )
             .await?;
@@ -221,6 +222,17 @@ async fn pdf_and_word_files_become_passages_with_pages_and_headings_and_research
         .with_context(|| format!("the PDF's passage is not evidence: {evidence:?}"))?;
     ensure!(cited["page_start"] == 2 && cited["page_end"] == 2, "{cited}");
     ensure!(cited.get("source_uri").is_none(), "the PDF has no source: {cited}");
+    // The quote of the PDF's passage is on its page, inside the passage's range.
+    let citations = trace.pointer("/answerTrace/citations").and_then(Value::as_array).context("citations")?;
+    let quoted = citations
+        .iter()
+        .find(|citation| citation["n"] == cited["citation"])
+        .with_context(|| format!("the PDF's passage is not cited: {citations:?}"))?;
+    let quote = &quoted["quote"];
+    ensure!(quote["pageStart"] == 2 && quote["pageEnd"] == 2, "{quote}");
+    let within = quote["charStart"].as_i64() >= cited["char_start"].as_i64()
+        && quote["charEnd"].as_i64() <= cited["char_end"].as_i64();
+    ensure!(within && quote["text"].as_str().is_some_and(|text| !text.is_empty()), "{quote} in {cited}");
     let harbour =
         evidence.iter().find(|item| item["title"] == "Harbour notes").with_context(|| format!("{evidence:?}"))?;
     ensure!(harbour["source_uri"] == "https://example.org/harbour" && harbour.get("page_start").is_none(), "{harbour}");

@@ -2,10 +2,12 @@
 //! answer, the sentence as it stands, the verdict that kept it and the quote (the cited
 //! passage's supporting sentence(s), found in its readable text and placed in its stored
 //! text). `research::citations` locates them in the documents.
+use std::collections::HashMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::research::grounding::{CitedSentence, Verdict};
-use crate::research::readable::readable;
+use crate::research::readable::{Readable, readable};
 
 /// A quote as the engine finds it: text and range in the passage's stored text.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,22 +38,29 @@ pub struct AnswerCitation {
 /// lacks is left out. `evidence` holds the items' stored texts.
 pub fn answer_citations(sentences: &[CitedSentence], cited: &[usize], evidence: &[&str]) -> Vec<AnswerCitation> {
     let mut out = Vec::new();
+    // Each cited passage's readable text, read once however many sentences cite it.
+    let mut read: HashMap<usize, (Readable, Vec<char>)> = HashMap::new();
     for sentence in sentences {
         for cite in &sentence.cites {
             let Some(position) = cited.iter().position(|&index| index == cite.index) else { continue };
-            let quote = evidence.get(cite.index).and_then(|stored| passage_quote(stored, &cite.quote));
+            let quote = evidence.get(cite.index).and_then(|stored| {
+                let (readable, chars) = read.entry(cite.index).or_insert_with(|| {
+                    let readable = readable(stored);
+                    let chars = readable.text.chars().collect();
+                    (readable, chars)
+                });
+                passage_quote(readable, chars, &cite.quote)
+            });
             out.push(AnswerCitation { n: position + 1, sentence: sentence.text.clone(), verdict: cite.verdict, quote });
         }
     }
     out
 }
 
-/// The quote of a passage (its stored text) made of `ranges` of its readable text.
-fn passage_quote(stored: &str, ranges: &[(usize, usize)]) -> Option<PassageQuote> {
+/// The quote made of `ranges` of a passage's readable text (`chars`, its characters).
+fn passage_quote(readable: &Readable, chars: &[char], ranges: &[(usize, usize)]) -> Option<PassageQuote> {
     let first = ranges.first()?.0;
     let last = ranges.last()?.1;
-    let readable = readable(stored);
-    let chars: Vec<char> = readable.text.chars().collect();
     let text = ranges
         .iter()
         .filter_map(|&(start, end)| chars.get(start..end.min(chars.len())))

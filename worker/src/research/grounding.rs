@@ -388,7 +388,8 @@ pub fn ground_with(text: &str, sources: &Sources<'_>, cited: &[usize], vetoes: &
         && !is_label(&sentence, &labels)
     {
         let answer: Vec<&str> = kept.iter().map(|(prose, _)| prose.as_str()).collect();
-        let stated = support::check(&Reading::new(&sentence), &Reading::new(&answer.join(" "))).supported;
+        let best = Reading::new(&sentence);
+        let stated = support::check(&best, &Reading::new(&answer.join(" "))).supported;
         if !stated && !vetoes.contains(&(sentence.clone(), index)) {
             changed = true;
             let check = Check {
@@ -398,7 +399,7 @@ pub fn ground_with(text: &str, sources: &Sources<'_>, cited: &[usize], vetoes: &
                 verdict: Verdict::AddedFromEvidence,
             };
             checks.insert(0, check);
-            let quote = readings.get(index).map(|passage| support::check(&Reading::new(&sentence), passage).quote);
+            let quote = readings.get(index).map(|passage| support::check(&best, passage).quote);
             let cite = Cite { index, verdict: Verdict::AddedFromEvidence, quote: quote.unwrap_or_default() };
             kept.insert(0, (sentence, vec![index]));
             kept_cites.insert(0, vec![cite]);

@@ -16,12 +16,11 @@
 //!   cover), best first. Both inputs are read back from the bundles, so a resumed task ranks
 //!   exactly as before.
 //!
-//! BM25: Snowball-stemmed content words (the support check's), `k1` = [`K1`], `b` = [`B`],
-//! IDF `ln(1 + (N − n + 0.5) / (n + 0.5))` over the documents ranked together. Ties keep
-//! the order given.
+//! BM25 is [`crate::research::bm25`]'s, over the documents ranked together. Ties keep the
+//! order given.
 use std::collections::{HashMap, HashSet};
 
-pub use crate::research::bm25::{B, K1, bm25, question_stems};
+use crate::research::bm25::{bm25, question_stems};
 use crate::research::support::Reading;
 
 /// What ranking reads of an evidence item (the engine's `Passage`).
@@ -44,7 +43,8 @@ fn passage_terms<P: Ranked>(passage: &P) -> Vec<String> {
 
 /// `passages` (in the order of the first ranking) re-ordered by fusion with BM25 against
 /// `question`, each with its fused score; the stable order of equals is the first ranking's.
-fn fused<P: Ranked>(question: &str, passages: Vec<P>) -> Vec<(f64, P)> {
+/// Each comes with its content stems that are the question's (read once, for the caller).
+fn fused<P: Ranked>(question: &str, passages: Vec<P>) -> Vec<(f64, P, HashSet<String>)> {
     let wanted = question_stems(question);
     let terms: Vec<Vec<String>> = passages.iter().map(passage_terms).collect();
     let scores = bm25(&wanted, &terms);
@@ -54,15 +54,17 @@ fn fused<P: Ranked>(question: &str, passages: Vec<P>) -> Vec<(f64, P)> {
     for (rank, at) in by_question.into_iter().enumerate() {
         question_rank.insert(at, rank + 1);
     }
-    let mut out: Vec<(f64, P)> = passages
+    let mut out: Vec<(f64, P, HashSet<String>)> = passages
         .into_iter()
+        .zip(terms)
         .enumerate()
-        .map(|(at, passage)| {
+        .map(|(at, (passage, terms))| {
             let mut score = 1.0 / (RRF_K + (at + 1) as f64);
             if let Some(rank) = question_rank.get(&at) {
                 score += 1.0 / (RRF_K + *rank as f64);
             }
-            (score, passage)
+            let asked = terms.into_iter().filter(|stem| wanted.contains(stem)).collect();
+            (score, passage, asked)
         })
         .collect();
     out.sort_by(|left, right| right.0.total_cmp(&left.0));
@@ -72,7 +74,7 @@ fn fused<P: Ranked>(question: &str, passages: Vec<P>) -> Vec<(f64, P)> {
 /// A round's candidates, ranked by the retrieval (best first), ranked against the question
 /// too: the best first, each holding its fused score in `question_score`.
 pub fn rank_candidates<P: Ranked>(question: &str, ranked: Vec<P>) -> Vec<P> {
-    fused(question, ranked).into_iter().map(|(score, passage)| passage.scored(score)).collect()
+    fused(question, ranked).into_iter().map(|(score, passage, _)| passage.scored(score)).collect()
 }
 
 /// The best of every round's evidence for `question`, best first: ordered by the stored
@@ -88,11 +90,9 @@ pub fn best_evidence<P: Ranked>(question: &str, evidence: &[P], top_k: usize) ->
     stored.sort_by(|left, right| {
         right.question_score().unwrap_or(f64::MIN).total_cmp(&left.question_score().unwrap_or(f64::MIN))
     });
-    let wanted = question_stems(question);
     let mut covered: HashSet<String> = HashSet::new();
     let mut best = Vec::new();
-    for (rank, (_, passage)) in fused(question, stored).into_iter().enumerate() {
-        let terms: HashSet<String> = passage_terms(&passage).into_iter().filter(|stem| wanted.contains(stem)).collect();
+    for (rank, (_, passage, terms)) in fused(question, stored).into_iter().enumerate() {
         if rank < top_k.max(1) || !terms.is_subset(&covered) {
             covered.extend(terms);
             best.push(passage);
