@@ -109,6 +109,23 @@ pub fn labelled_claims() -> anyhow::Result<Vec<LabelledClaim>> {
     Ok(claims)
 }
 
+/// The support check with the stand-in embeddings (`embedding_server::embed_text`) at
+/// `threshold`, as an answer's check runs it: once to learn which texts it would compare,
+/// then with their vectors.
+pub fn supported_with_stand_in_embeddings(claim: &str, passage: &str, threshold: f64) -> bool {
+    use worker::research::support::similar::Similarities;
+    use worker::research::support::{Reading, check_with};
+    let (claim, passage) = (Reading::new(claim), Reading::new(passage));
+    let asking = Similarities::at(threshold);
+    let _ = check_with(&claim, &passage, &asking);
+    let mut known = Similarities::at(threshold);
+    for text in asking.wanted() {
+        let vector = crate::embedding_server::embed_text(&text);
+        known.insert(text, vector);
+    }
+    check_with(&claim, &passage, &known).supported
+}
+
 /// How a check did on one kind.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct KindScore {

@@ -175,6 +175,21 @@ pub fn default_worker_id() -> String {
 #[cfg(test)]
 mod tests {
     use super::RerankSettings;
+    use crate::model_settings::EmbeddingSettings;
+
+    #[test]
+    fn the_support_threshold_is_a_similarity() {
+        let set = EmbeddingSettings {
+            base_url: Some("http://127.0.0.1:11434/v1".to_owned()),
+            model: Some("nomic-embed-text".to_owned()),
+            ..EmbeddingSettings::default()
+        };
+        assert!(set.endpoint().is_ok_and(|endpoint| endpoint.is_some()));
+        for wrong in [-0.1, 1.5, f64::NAN] {
+            let wrong = EmbeddingSettings { support_threshold: wrong, ..set.clone() };
+            assert!(wrong.endpoint().is_err_and(|error| error.contains("KFS_EMBEDDINGS_SUPPORT_THRESHOLD")));
+        }
+    }
 
     #[test]
     fn reranking_is_off_unless_both_address_and_model_are_set_and_its_price_is_a_price() {

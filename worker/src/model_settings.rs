@@ -179,6 +179,10 @@ pub struct EmbeddingSettings {
     /// `KFS_EMBEDDINGS_MAX_PASSAGES_PER_SPACE`: the most vectors one search compares
     /// (scoring is in Rust: this bounds its time and memory per space).
     pub max_passages_per_space: u64,
+    /// `KFS_EMBEDDINGS_SUPPORT_THRESHOLD`: the cosine similarity at which an answer's
+    /// sentence with too few of its passage's words is still supported by meaning
+    /// (`research::support::similar`), between 0 and 1.
+    pub support_threshold: f64,
 }
 
 impl Default for EmbeddingSettings {
@@ -192,6 +196,7 @@ impl Default for EmbeddingSettings {
             query_timeout_ms: 5_000,
             max_attempts: 12,
             max_passages_per_space: 20_000,
+            support_threshold: crate::research::support::similar::DEFAULT_THRESHOLD,
         }
     }
 }
@@ -272,6 +277,9 @@ impl ModelEndpoint {
 impl EmbeddingSettings {
     /// The endpoint, `None` when embeddings are off, or why the settings are incomplete.
     pub fn endpoint(&self) -> Result<Option<ModelEndpoint>, String> {
+        if !(0.0..=1.0).contains(&self.support_threshold) {
+            return Err("KFS_EMBEDDINGS_SUPPORT_THRESHOLD must be a similarity between 0 and 1".to_owned());
+        }
         ModelEndpoint::from_parts("KFS_EMBEDDINGS", &self.base_url, &self.model, &self.api_key)
     }
 }

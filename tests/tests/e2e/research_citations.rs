@@ -11,7 +11,10 @@ use crate::knowledge_documents::add;
 use crate::research_openai::{api, create, wait_terminal};
 
 pub fn tests() -> Vec<DbTest> {
-    db_tests![each_citation_quotes_the_words_that_support_its_sentence]
+    db_tests![
+        each_citation_quotes_the_words_that_support_its_sentence,
+        with_embeddings_a_paraphrase_in_other_words_is_supported_by_meaning
+    ]
 }
 
 /// A Markdown page with markup around the words that answer.
@@ -94,6 +97,66 @@ async fn each_citation_quotes_the_words_that_support_its_sentence(db: TestDb) ->
         &json!([{ "sentence": written, "text": quote["text"], "char_start": start, "char_end": end }]),
         "{content}"
     );
+    api.stop().await;
+    Ok(())
+}
+
+/// A sentence sharing too few of its passage's words for the lexical check is kept when an
+/// embeddings endpoint (the stand-in, at a threshold its hashed vectors reach) finds it as
+/// similar as the threshold to the passage sentence it paraphrases; the vectors come in one
+/// request, and the generating event says so.
+async fn with_embeddings_a_paraphrase_in_other_words_is_supported_by_meaning(db: TestDb) -> anyhow::Result<()> {
+    use kfs_tests::embedding_server::EmbeddingServer;
+    use worker::research::support::{Reading, Refusal, check};
+    let written = "Unless configured otherwise, a byte stream buffers up to 16384 bytes before its highWaterMark \
+        is reached [1].";
+    let lexical = check(&Reading::new(&written.replace(" [1]", "")), &Reading::new(STREAMS));
+    ensure_eq!(lexical.refusal, Some(Refusal::TooFewWords), "words alone refuse it: {lexical:?}");
+
+    let model = OpenAiServer::start().await?;
+    let embeddings = EmbeddingServer::start().await?;
+    model.require_key(crate::research_openai::KEY);
+    let openai = crate::research_openai::openai_settings(&model);
+    let api = crate::live_support::api_with(&db, |settings| {
+        settings.embedded_worker = true;
+        settings.worker.engine.kind = worker::model_settings::EngineKind::Openai;
+        settings.worker.openai = openai;
+        settings.worker.poll_interval_ms = 100;
+        settings.worker.embeddings = worker::model_settings::EmbeddingSettings {
+            base_url: Some(embeddings.base_url()),
+            model: Some("test-embedding-1".to_owned()),
+            support_threshold: 0.55,
+            ..worker::model_settings::EmbeddingSettings::default()
+        };
+    })
+    .await?;
+    let space = api.space("alice").await?;
+    let token = api.token("alice");
+    add(&api, &token, &space, "Streams", STREAMS, "TEXT_MARKDOWN").await?;
+    model.then([Reply::answer(written)]);
+    let task = create(&api, &token, &space, "What is the default highWaterMark?", json!({ "mode": "FAST" })).await?;
+    let row = wait_terminal(&db, &task).await?;
+    ensure_eq!(row.stage, entity::Stage::Completed, "{:?}", row.error);
+    let read = api.data(Some(&token), CITATIONS, json!({ "id": task })).await?;
+    let trace = &read["researchTask"]["answerTrace"];
+    ensure_eq!(trace["answer"], json!(written), "kept whole by meaning: {trace}");
+    let citation = &trace["citations"][0];
+    ensure_eq!(citation["verdict"], json!("SUPPORTED"));
+    ensure_eq!(
+        citation["quote"]["text"],
+        json!("The default highWaterMark of a byte stream is 16384 bytes (see the guide)."),
+        "the quote is the sentence it means: {citation}"
+    );
+    let events = crate::worker_support::events(&db, row.id).await?;
+    let similarity = events
+        .iter()
+        .find_map(|event| event.payload["generation"].get("similarity").cloned())
+        .with_context(|| {
+            let payloads: Vec<&serde_json::Value> = events.iter().map(|event| &event.payload).collect();
+            format!("the generating event records the comparison: {payloads:?}")
+        })?;
+    ensure_eq!(similarity["outcome"], json!("embedded"), "{similarity}");
+    ensure_eq!(similarity["threshold"], json!(0.55));
     api.stop().await;
     Ok(())
 }

@@ -3,12 +3,28 @@
 //! its documented floor. The bench (`cargo bench -p workspace-tests --bench support`)
 //! prints the figures.
 use anyhow::ensure;
-use kfs_tests::support_eval::{ClaimKind, Score, labelled_claims};
+use kfs_tests::support_eval::{ClaimKind, Score, labelled_claims, supported_with_stand_in_embeddings};
 use kfs_tests::{PlainTest, plain_tests};
 use worker::research::support::{Reading, check};
 
 pub fn tests() -> Vec<PlainTest> {
-    plain_tests![the_labelled_claims_are_judged_above_every_floor]
+    plain_tests![
+        the_labelled_claims_are_judged_above_every_floor,
+        the_meaning_fallback_keeps_every_floor_with_the_stand_in_embeddings
+    ]
+}
+
+/// With an embeddings endpoint (the stand-in's vectors) at the default threshold, meaning
+/// may support more paraphrases but never lets a changed number, identifier, denial or an
+/// unrelated passage through.
+async fn the_meaning_fallback_keeps_every_floor_with_the_stand_in_embeddings() -> anyhow::Result<()> {
+    let claims = labelled_claims()?;
+    let score = Score::of(&claims, |claim, passage| {
+        supported_with_stand_in_embeddings(claim, passage, worker::research::support::similar::DEFAULT_THRESHOLD)
+    });
+    let below = score.below_floors();
+    ensure!(below.is_empty(), "below the floors with embeddings: {}\n{}", below.join("; "), score.table());
+    Ok(())
 }
 
 async fn the_labelled_claims_are_judged_above_every_floor() -> anyhow::Result<()> {

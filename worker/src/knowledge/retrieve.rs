@@ -16,6 +16,8 @@ pub struct Retriever {
     embedder: Option<Embedder>,
     /// The most stored vectors one search compares.
     max_compared: u64,
+    /// The similarity the support check's meaning fallback needs.
+    support_threshold: f64,
 }
 
 impl Retriever {
@@ -32,7 +34,25 @@ impl Retriever {
         };
         let embedder = Embedder::new(endpoint, Duration::from_millis(settings.query_timeout_ms.max(1)))
             .map_err(|error| format!("building the embeddings client: {error}"))?;
-        Ok(Self { embedder: Some(embedder), max_compared: settings.max_passages_per_space })
+        Ok(Self {
+            embedder: Some(embedder),
+            max_compared: settings.max_passages_per_space,
+            support_threshold: settings.support_threshold,
+        })
+    }
+
+    /// The similarity at which the support check accepts a claim by meaning, when
+    /// embeddings are configured.
+    pub fn support_threshold(&self) -> Option<f64> {
+        self.embedder.as_ref().map(|_| self.support_threshold)
+    }
+
+    /// The embeddings of `texts`, in order, in one request (within the query timeout).
+    pub async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, String> {
+        let Some(embedder) = &self.embedder else {
+            return Err("no embeddings endpoint is configured".to_owned());
+        };
+        embedder.embed(texts).await.map_err(|error| error.to_string())
     }
 
     /// Whether vectors take part.

@@ -34,4 +34,12 @@ impl PassageSearch for Library<'_> {
         let scope = Scope { tenant_id, knowledge_space_id, documents: allowed.as_deref() };
         Ok(self.retriever.search_many(self.db, scope, queries, limit).await?)
     }
+
+    fn support_threshold(&self) -> Option<f64> {
+        self.retriever.support_threshold()
+    }
+
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, BoxError> {
+        Ok(self.retriever.embed(texts).await?)
+    }
 }

@@ -34,6 +34,18 @@ pub trait PassageSearch: Send + Sync {
     /// For each of `queries`, in order, the best `limit` passages of `task`'s space among
     /// the documents its `limits.filters` allow, best first.
     async fn search(&self, task: &job::Model, queries: &[String], limit: u64) -> Result<Vec<Vec<Found>>, BoxError>;
+
+    /// The similarity at which the answer check accepts a sentence by meaning
+    /// (`research::support::similar`): `Some` when the search has an embeddings endpoint.
+    fn support_threshold(&self) -> Option<f64> {
+        None
+    }
+
+    /// The embeddings of `texts`, in order, from the search's endpoint.
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, BoxError> {
+        let _ = texts;
+        Err("no embeddings endpoint is configured".into())
+    }
 }
 
 /// What a stage may use: the passages of the task's space (through the retrieval port),

@@ -13,6 +13,7 @@ use std::collections::HashSet;
 use crate::knowledge::search::search_terms;
 use crate::research::best_sentence::best_sentence;
 use crate::research::readable::readable;
+use crate::research::support::similar::Similarities;
 use crate::research::support::{self, Reading};
 
 /// One sentence of an answer with the citation numbers it carries (1-based, as written).
@@ -279,7 +280,7 @@ pub type Vetoes = HashSet<(String, usize)>;
 /// whole keeps its text exactly; one that changed is rebuilt sentence by sentence, its
 /// citations renumbered in order of first use.
 pub fn ground(text: &str, sources: &Sources<'_>, cited: &[usize]) -> Option<Grounded> {
-    ground_with(text, sources, cited, &Vetoes::new())
+    ground_with(text, sources, cited, &Vetoes::new(), &Similarities::none())
 }
 
 /// What an answer is checked against: the evidence's readable texts, their labels (titles
@@ -295,9 +296,16 @@ pub struct Sources<'a> {
     pub question: &'a str,
 }
 
-/// [`ground`], where a claim never cites a passage `vetoes` pairs it with: such a citation
-/// moves to other supporting evidence or is removed, like one the lexical check refuses.
-pub fn ground_with(text: &str, sources: &Sources<'_>, cited: &[usize], vetoes: &Vetoes) -> Option<Grounded> {
+/// [`ground`], where a claim never cites a passage `vetoes` pairs it with (such a citation
+/// moves to other supporting evidence or is removed, like one the lexical check refuses),
+/// and a claim may be supported by meaning through `similar` ([`support::check_with`]).
+pub fn ground_with(
+    text: &str,
+    sources: &Sources<'_>,
+    cited: &[usize],
+    vetoes: &Vetoes,
+    similar: &Similarities,
+) -> Option<Grounded> {
     let evidence = sources.texts;
     let labels: HashSet<String> =
         sources.labels.iter().map(|label| normalized(label)).filter(|label| !label.is_empty()).collect();
@@ -327,7 +335,8 @@ pub fn ground_with(text: &str, sources: &Sources<'_>, cited: &[usize], vetoes: &
         }
         let claim = Reading::new(&prose);
         let allowed = |index: usize| !vetoes.contains(&(prose.clone(), index));
-        let verdicts: Vec<support::Support> = readings.iter().map(|passage| support::check(&claim, passage)).collect();
+        let verdicts: Vec<support::Support> =
+            readings.iter().map(|passage| support::check_with(&claim, passage, similar)).collect();
         let supported = |index: usize| allowed(index) && verdicts.get(index).is_some_and(|verdict| verdict.supported);
         let best = best_support(&verdicts, &allowed);
         // (evidence index, verdict, the number as written)
@@ -628,13 +637,13 @@ mod tests {
         // the wax passage, which holds half its words.
         let claim = "Bees make honey from nectar.".to_owned();
         let vetoes = Vetoes::from([(claim.clone(), 0)]);
-        let moved = ground_with(text, &sources(&EVIDENCE, &[]), &[0, 2], &vetoes).expect("supported");
+        let moved = ground_with(text, &sources(&EVIDENCE, &[]), &[0, 2], &vetoes, &Similarities::none()).expect("supported");
         assert_eq!(moved.text, "Bees make honey from nectar [1]. Tides come from the moon [2].");
         assert_eq!(moved.cited, [1, 2]);
         assert_eq!(verdicts(&moved), [(Some(1), Verdict::Moved), (Some(2), Verdict::Supported)]);
         // Refuted for both: nothing else supports it, so it goes.
         let vetoes = Vetoes::from([(claim.clone(), 0), (claim, 1)]);
-        let removed = ground_with(text, &sources(&EVIDENCE, &[]), &[0, 2], &vetoes).expect("the tides claim stays");
+        let removed = ground_with(text, &sources(&EVIDENCE, &[]), &[0, 2], &vetoes, &Similarities::none()).expect("the tides claim stays");
         assert_eq!(removed.text, "Tides come from the moon [1].");
         assert_eq!(removed.cited, [2]);
         assert_eq!(

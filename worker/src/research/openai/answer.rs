@@ -74,13 +74,20 @@ impl OpenAiEngine {
         // holds the sentence and number it wrote, and a number naming no evidence is a
         // removed citation.
         let as_numbered: Vec<usize> = (0..evidence.len()).collect();
-        let mut grounded = grounding::ground(&composed.written, &sources, &as_numbered);
+        // With an embeddings endpoint, a sentence in other words may pass by meaning.
+        let (similar, meaning) =
+            crate::research::meaning::similarities(&composed.written, &sources, &as_numbered, ctx.passages).await;
+        if !meaning.is_null() {
+            report["similarity"] = meaning;
+        }
+        let mut grounded =
+            grounding::ground_with(&composed.written, &sources, &as_numbered, &Vetoes::new(), &similar);
         let verify = limits_of(ctx.job).verify.unwrap_or(Self::mode(ctx) == ResearchMode::Deep);
         if verify && let Some(first) = &grounded {
             let (vetoes, record) = self.verify(ctx, &model, first, &texts, expected_ms).await;
             report["verification"] = record;
             if !vetoes.is_empty() {
-                grounded = grounding::ground_with(&composed.written, &sources, &as_numbered, &vetoes);
+                grounded = grounding::ground_with(&composed.written, &sources, &as_numbered, &vetoes, &similar);
             }
         }
         let (answer, checks) = match grounded {

@@ -26,15 +26,22 @@
 //!    follows them). Each clause of `C` is read against the quote's clause sharing most of
 //!    its content words, and both must deny or neither.
 //!
+//! When an embeddings endpoint is configured, a claim refused by rule 2 alone may still be
+//! supported by meaning ([`similar`]): the cosine similarity of the claim and the passage
+//! sentence that best supports it at least the documented threshold, rules 1 and 3 still
+//! holding against that sentence ([`check_with`]).
+//!
 //! A claim with no content word states nothing and needs no support. What the check does
 //! not see: two entities swapped within one sentence (`the primary pages the secondary`),
 //! and paraphrase through words that share no stem (`gravity`, `gravitational` do; `big`,
 //! `large` do not).
+pub mod similar;
 pub mod tokens;
 mod words;
 
 use std::collections::HashSet;
 
+use similar::{MAX_COMPARED_SENTENCES, Similarities};
 use tokens::{Kind, Token, tokenize};
 
 /// The share of a claim's content words its passage must hold (rule 2).
@@ -146,6 +153,8 @@ pub struct Support {
     pub quote: Vec<(usize, usize)>,
     /// Why it is not supported, when it is not.
     pub refusal: Option<Refusal>,
+    /// The cosine similarity that supported it, when its words alone did not.
+    pub similarity: Option<f64>,
 }
 
 /// Why a passage does not support a claim.
@@ -163,7 +172,7 @@ pub enum Refusal {
 /// Whether `passage` supports `claim` (the module's rules), with the quote.
 pub fn check(claim: &Reading, passage: &Reading) -> Support {
     if !claim.states_something() {
-        return Support { supported: true, share: 1.0, quote: Vec::new(), refusal: None };
+        return Support { supported: true, share: 1.0, quote: Vec::new(), refusal: None, similarity: None };
     }
     let held = claim.stems.iter().filter(|stem| passage.held_stems.contains(*stem)).count();
     let share = held as f64 / claim.stems.len() as f64;
@@ -178,7 +187,58 @@ pub fn check(claim: &Reading, passage: &Reading) -> Support {
     } else {
         None
     };
-    Support { supported: refusal.is_none(), share, quote: quote_ranges, refusal }
+    Support { supported: refusal.is_none(), share, quote: quote_ranges, refusal, similarity: None }
+}
+
+/// [`check`], where a claim refused for too few of the passage's words alone is supported
+/// when `similar` finds it and the passage sentence that best supports it (the quote's
+/// best, or the most similar of the passage's first [`MAX_COMPARED_SENTENCES`] when none
+/// shares a word) at least as similar as its threshold, and that sentence denies as the
+/// claim does (clause by clause where they share words, and as a whole). The quote is then
+/// that sentence.
+pub fn check_with(claim: &Reading, passage: &Reading, similar: &Similarities) -> Support {
+    let support = check(claim, passage);
+    let Some(threshold) = similar.threshold() else { return support };
+    if support.refusal != Some(Refusal::TooFewWords) {
+        return support;
+    }
+    let best = quote(claim, passage).into_iter().rev().max_by_key(|span| shared(claim, span));
+    let compared: Vec<&Span> = match best {
+        Some(span) if shared(claim, span) > 0 => vec![span],
+        _ => passage.sentences.iter().take(MAX_COMPARED_SENTENCES).collect(),
+    };
+    let chars: Vec<char> = passage.text.chars().collect();
+    let mut found: Option<(&Span, f64)> = None;
+    for span in compared {
+        let sentence: String = chars[span.start..span.end].iter().collect();
+        // Every candidate is asked for, so one request brings all a second check needs.
+        let Some(value) = similar.cosine(&claim.text, &sentence) else { continue };
+        let agree = denials_agree(claim, &[span]) && denies(claim.sentences.iter()) == denies([span].into_iter());
+        if value >= threshold && agree && found.is_none_or(|(_, top)| value > top) {
+            found = Some((span, value));
+        }
+    }
+    match found {
+        Some((span, value)) => Support {
+            supported: true,
+            quote: vec![(span.start, span.end)],
+            refusal: None,
+            similarity: Some(value),
+            ..support
+        },
+        None => support,
+    }
+}
+
+/// Whether sentences deny as a whole (an odd number of their clauses deny): what is
+/// compared when a claim and a sentence share too few words for clause to meet clause.
+fn denies<'a>(sentences: impl Iterator<Item = &'a Span>) -> bool {
+    sentences.flat_map(|span| span.clauses.iter()).fold(false, |denied, (_, denies)| denied ^ denies)
+}
+
+/// How many of `claim`'s content stems `span` holds.
+fn shared(claim: &Reading, span: &Span) -> usize {
+    claim.stems.iter().filter(|stem| span.stems.contains(*stem)).count()
 }
 
 /// The first thing `claim` states exactly that `passage` does not (rule 1).
@@ -429,5 +489,60 @@ mod tests {
     fn unrelated_text_is_not_support() {
         let passage = "Sourdough starters need feeding with flour and water every day.";
         assert_eq!(supports("Tides are caused by the moon", passage).refusal, Some(Refusal::TooFewWords));
+    }
+
+    /// Similarities where every pair of texts named is as similar as given, the others
+    /// orthogonal (each text its own axis, mixed in for a named pair).
+    fn similar(pairs: &[(&str, &str, f32)]) -> Similarities {
+        let texts: Vec<&str> = pairs.iter().flat_map(|(a, b, _)| [*a, *b]).collect();
+        let mut known = Similarities::at(similar::DEFAULT_THRESHOLD);
+        for (at, text) in texts.iter().enumerate() {
+            let mut vector = vec![0.0f32; texts.len()];
+            vector[at] = 1.0;
+            known.insert((*text).to_owned(), vector);
+        }
+        for (pair, (a, b, value)) in pairs.iter().enumerate() {
+            // `b` leans towards `a` so their cosine is `value`.
+            let mut vector = vec![0.0f32; texts.len()];
+            vector[pair * 2] = *value;
+            vector[pair * 2 + 1] = (1.0 - value * value).sqrt();
+            known.insert((*b).to_owned(), vector);
+            let _ = a;
+        }
+        known
+    }
+
+    #[test]
+    fn meaning_supports_a_paraphrase_with_other_words_but_never_a_changed_number_or_denial() {
+        let passage = "Large documents are read at a low speed. Nothing else matters.";
+        let claim = "Big files load slowly";
+        let sentence = "Large documents are read at a low speed.";
+        let lexical = supports(claim, passage);
+        assert_eq!(lexical.refusal, Some(Refusal::TooFewWords));
+        assert!(Similarities::none().wanted().is_empty());
+
+        // First pass: the texts it needs are wanted (no shared word: every sentence).
+        let asking = Similarities::at(similar::DEFAULT_THRESHOLD);
+        let first = check_with(&Reading::new(claim), &Reading::new(passage), &asking);
+        assert!(!first.supported);
+        assert_eq!(asking.wanted().len(), 3, "{:?}", asking.wanted());
+
+        let close = similar(&[(claim, sentence, 0.9)]);
+        let supported = check_with(&Reading::new(claim), &Reading::new(passage), &close);
+        assert!(supported.supported, "{supported:?}");
+        assert_eq!(supported.quote, vec![(0, sentence.chars().count())]);
+        assert!(supported.similarity.is_some_and(|value| (value - 0.9).abs() < 1e-6));
+
+        let far = similar(&[(claim, sentence, 0.5)]);
+        assert!(!check_with(&Reading::new(claim), &Reading::new(passage), &far).supported);
+
+        // Rule 1 and rule 3 hold whatever the similarity.
+        let numbered = "Files over 2 GiB load slowly";
+        let close = similar(&[(numbered, sentence, 0.99)]);
+        let refused = check_with(&Reading::new(numbered), &Reading::new(passage), &close);
+        assert_eq!(refused.refusal, Some(Refusal::Missing("2".into())));
+        let denied = "Big files never load slowly";
+        let close = similar(&[(denied, sentence, 0.99)]);
+        assert!(!check_with(&Reading::new(denied), &Reading::new(passage), &close).supported);
     }
 }
