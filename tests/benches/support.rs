@@ -10,8 +10,8 @@
 use std::collections::HashSet;
 
 use kfs_tests::support_eval::{Score, labelled_claims, supported_with_stand_in_embeddings};
-use worker::research::support::similar::DEFAULT_THRESHOLD;
 use worker::knowledge::search::search_terms;
+use worker::research::support::similar::DEFAULT_THRESHOLD;
 use worker::research::support::{Reading, check};
 
 fn main() -> anyhow::Result<()> {
@@ -26,7 +26,8 @@ fn main() -> anyhow::Result<()> {
     let support = Score::of(&claims, |claim, passage| check(&Reading::new(claim), &Reading::new(passage)).supported);
     println!("the support check:\n{}", support.table());
     for threshold in [DEFAULT_THRESHOLD, 0.6, 0.5] {
-        let embedded = Score::of(&claims, |claim, passage| supported_with_stand_in_embeddings(claim, passage, threshold));
+        let embedded =
+            Score::of(&claims, |claim, passage| supported_with_stand_in_embeddings(claim, passage, threshold));
         println!("with the stand-in embeddings, similarity at least {threshold}:\n{}", embedded.table());
     }
     let below = support.below_floors();

@@ -148,10 +148,8 @@ async fn with_embeddings_a_paraphrase_in_other_words_is_supported_by_meaning(db:
         "the quote is the sentence it means: {citation}"
     );
     let events = crate::worker_support::events(&db, row.id).await?;
-    let similarity = events
-        .iter()
-        .find_map(|event| event.payload["generation"].get("similarity").cloned())
-        .with_context(|| {
+    let similarity =
+        events.iter().find_map(|event| event.payload["generation"].get("similarity").cloned()).with_context(|| {
             let payloads: Vec<&serde_json::Value> = events.iter().map(|event| &event.payload).collect();
             format!("the generating event records the comparison: {payloads:?}")
         })?;

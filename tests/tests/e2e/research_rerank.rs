@@ -21,6 +21,7 @@ pub fn tests() -> Vec<DbTest> {
         a_reranker_orders_the_evidence_and_each_search_is_charged,
         a_failing_or_malformed_reranker_leaves_the_fused_order_and_is_recorded,
         a_search_that_does_not_fit_in_the_budget_is_skipped_and_the_task_answers,
+        the_reranker_chooses_the_evidence_sentence_the_answer_must_hold,
     ]
 }
 
@@ -59,6 +60,16 @@ async fn rerank_record(db: &TestDb, task: &str) -> anyhow::Result<Value> {
     Ok(event.payload["engine"]["rerank"].clone())
 }
 
+/// The `lead` record of the generating stage (in the completion's event).
+async fn lead_record(db: &TestDb, task: &str) -> anyhow::Result<Value> {
+    let events = crate::worker_support::events(db, task.parse::<Uuid>()?).await?;
+    events
+        .into_iter()
+        .find(|event| event.payload["from_stage"] == "generating")
+        .map(|event| event.payload["generation"]["lead"].clone())
+        .context("no event leaving generating")
+}
+
 fn rerank_entries(evidence: &Value) -> Vec<Value> {
     let items = evidence.as_array().cloned().unwrap_or_default();
     items
@@ -87,7 +98,7 @@ async fn a_reranker_orders_the_evidence_and_each_search_is_charged(db: TestDb) -
     );
     // The request as the common format has it, with the key as a bearer token.
     let seen = server.seen();
-    ensure_eq!(seen.len(), 1, "one sub-query in FAST mode");
+    ensure_eq!(seen.len(), 2, "one sub-query in FAST mode, then the answer's sentences");
     let request = &seen[0];
     ensure_eq!(request.authorization.as_deref(), Some(format!("Bearer {KEY}").as_str()));
     ensure_eq!(request.body["model"], json!(MODEL));
@@ -134,8 +145,11 @@ async fn a_failing_or_malformed_reranker_leaves_the_fused_order_and_is_recorded(
         // A transient failure (503, a cut-off body) is tried again once (max_retries 1); a
         // malformed answer is not.
         let tries = server.seen().len() - before;
-        let expected_tries = if expected_error == "malformed" { 1 } else { 2 };
+        // The answer's sentences are sent too, and fail the same way.
+        let expected_tries = if expected_error == "malformed" { 2 } else { 4 };
         ensure_eq!(tries, expected_tries, "{error}");
+        let lead = lead_record(&db, &task).await?;
+        ensure_eq!(lead["outcome"], json!("failed"), "BM25's choice stands: {lead}");
         // Nothing is charged for a search that gave no order.
         let retrieving = done.cost["stages"]["retrieving"]["usd_nanos"].as_i64().context("retrieving cost")?;
         ensure!(retrieving < NANOS_PER_SEARCH, "retrieving cost {retrieving} nanodollars");
@@ -160,5 +174,42 @@ async fn a_search_that_does_not_fit_in_the_budget_is_skipped_and_the_task_answer
     );
     let read = trace(&api, &token, &task).await?;
     ensure!(read["answerTrace"]["answer"].as_str().is_some_and(|answer| answer.contains("[1]")), "{read}");
+    Ok(())
+}
+
+/// The answer must hold the evidence sentence that best answers the question: with a
+/// reranker, BM25's best sentences go to it and its first is that sentence, so a sentence
+/// the extract did not state leads the answer, cited; the request is charged to generating.
+async fn the_reranker_chooses_the_evidence_sentence_the_answer_must_hold(db: TestDb) -> anyhow::Result<()> {
+    let server = RerankServer::start().await?;
+    // Retrieval keeps the wax passage; of its sentences the reranker prefers the glands.
+    server.then([Reply::Prefer("wax combs".to_owned()), Reply::Prefer("glands".to_owned())]);
+    let api = api(&db, &server).await?;
+    let (space, token) = space_with_documents(&api).await?;
+    let task = create(&api, &token, &space, "How do bees make honey?", json!({ "mode": "FAST", "topK": 1 })).await?;
+    let done = wait_terminal(&db, &task).await?;
+    ensure_eq!(done.stage.as_str(), "completed", "{:?}", done.error);
+    let seen = server.seen();
+    ensure_eq!(seen.len(), 2);
+    ensure_eq!(seen[1].body["query"], json!("How do bees make honey?"));
+    let sentences = seen[1].body["documents"].as_array().context("documents")?;
+    ensure!(
+        sentences.contains(&json!("Bees store honey in wax combs.")) && sentences.len() == 2,
+        "the passage's sentences sharing the question's words: {sentences:?}"
+    );
+    let read = trace(&api, &token, &task).await?;
+    let answer = read["answerTrace"]["answer"].as_str().unwrap_or_default();
+    ensure_eq!(
+        answer,
+        "The wax comes from glands on the worker bees' abdomens [1]. Bees store honey in wax combs [1].",
+        "the reranker's sentence leads: {read}"
+    );
+    let lead = lead_record(&db, &task).await?;
+    ensure_eq!(lead, json!({ "outcome": "reranked", "sentences": 2, "changed_lead": true }));
+    let generating = done.cost["stages"]["generating"]["usd_nanos"].as_i64().context("generating cost")?;
+    ensure!(
+        (NANOS_PER_SEARCH..NANOS_PER_SEARCH + 100_000).contains(&generating),
+        "generating cost {generating} nanodollars"
+    );
     Ok(())
 }

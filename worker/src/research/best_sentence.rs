@@ -7,12 +7,21 @@
 use crate::research::bm25::{bm25, question_stems};
 use crate::research::support::Reading;
 
+/// How many of BM25's best sentences a reranker orders.
+pub const RERANKED_SENTENCES: usize = 8;
+
 /// The best sentence for `question` among `evidence` (the readable texts, read): the
 /// evidence item's index and the sentence, trimmed.
 pub fn best_sentence(question: &str, evidence: &[Reading]) -> Option<(usize, String)> {
+    ranked_sentences(question, evidence, 1).pop()
+}
+
+/// The best `limit` sentences for `question` among `evidence`, best first (the first of
+/// equals first), each with its evidence item's index.
+pub fn ranked_sentences(question: &str, evidence: &[Reading], limit: usize) -> Vec<(usize, String)> {
     let wanted = question_stems(question);
     if wanted.is_empty() {
-        return None;
+        return Vec::new();
     }
     let mut sentences: Vec<(usize, String)> = Vec::new();
     let mut terms: Vec<Vec<String>> = Vec::new();
@@ -24,13 +33,13 @@ pub fn best_sentence(question: &str, evidence: &[Reading]) -> Option<(usize, Str
             }
         }
     }
-    let mut best: Option<(f64, usize)> = None;
-    for (at, value) in bm25(&wanted, &terms).into_iter().enumerate() {
-        if value > 0.0 && best.is_none_or(|(top, _)| value > top) {
-            best = Some((value, at));
-        }
-    }
-    best.map(|(_, at)| sentences.swap_remove(at))
+    let mut scored: Vec<(usize, f64)> =
+        bm25(&wanted, &terms).into_iter().enumerate().filter(|(_, value)| *value > 0.0).collect();
+    // A stable sort: equals keep their text order.
+    scored.sort_by(|left, right| right.1.total_cmp(&left.1));
+    scored.truncate(limit);
+    let mut slots: Vec<Option<(usize, String)>> = sentences.into_iter().map(Some).collect();
+    scored.into_iter().filter_map(|(at, _)| slots.get_mut(at).and_then(Option::take)).collect()
 }
 
 #[cfg(test)]
@@ -47,5 +56,8 @@ mod tests {
         let best = best_sentence("What is the default highWaterMark of a stream?", &evidence);
         assert_eq!(best, Some((1, "The default highWaterMark of a byte stream is 16384 bytes.".to_owned())));
         assert_eq!(best_sentence("bees", &evidence), None);
+        let ranked = ranked_sentences("What is the default highWaterMark of a stream?", &evidence, 3);
+        assert_eq!(ranked.len(), 3, "{ranked:?}");
+        assert_eq!(ranked[0].1, "The default highWaterMark of a byte stream is 16384 bytes.");
     }
 }

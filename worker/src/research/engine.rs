@@ -437,6 +437,11 @@ impl BuiltinEngine {
         Self { settings, reranker: None }
     }
 
+    /// The reranker, when one is configured.
+    pub(crate) fn reranker(&self) -> Option<&Reranker> {
+        self.reranker.as_ref()
+    }
+
     /// The same engine, putting each sub-query's candidates through `reranker` (when
     /// `Some`).
     pub fn reranking_with(self, reranker: Option<Reranker>) -> Self {
@@ -547,16 +552,23 @@ impl ResearchEngine for BuiltinEngine {
 
     async fn generate(&self, ctx: &StageContext<'_>, evidence: &[Passage]) -> Result<Staged<Answer>, EngineError> {
         let evidence = &self.answer_evidence(ctx, evidence);
-        let extracted = grounded_extractive(&ctx.question_with_notes(), evidence);
+        let question = ctx.question_with_notes();
+        let lead = crate::research::lead::lead_sentence(self.reranker(), ctx, &question, evidence).await;
+        let extracted = grounded_extractive(&question, evidence, lead.sentence);
         // Through the same checks as a model's answer, streamed in one delta.
         let mut composer = Composer::new(ctx.answer, extracted.answer.evidence.len());
         composer.push(&extracted.answer.text);
         let composed = composer.finish();
         let read: String = evidence.iter().map(|p| p.snippet.as_str()).collect();
-        let cost = self.cost(&format!("{}{read}", ctx.job.query), &composed.text);
+        let mut cost = self.cost(&format!("{}{read}", ctx.job.query), &composed.text);
+        cost.usd_nanos = cost.usd_nanos.saturating_add(lead.cost.usd_nanos);
         // The extract is numbered in order of first citation already: the writer keeps it.
         let answer = Answer { text: composed.text, ..extracted.answer };
-        Ok(Staged { output: answer, cost, report: serde_json::json!({ "citation_checks": extracted.checks }) })
+        let mut report = serde_json::json!({ "citation_checks": extracted.checks });
+        if !lead.report.is_null() {
+            report["lead"] = lead.report;
+        }
+        Ok(Staged { output: answer, cost, report })
     }
 
     fn next_round_cost(&self, ctx: &StageContext<'_>, queries: usize, evidence: &[Passage]) -> i64 {
@@ -616,14 +628,15 @@ impl RoundBounds {
 }
 
 /// The extractive answer over `evidence` through the citation check like any answer (a
-/// clause that states nothing or repeats another goes): the answer (its evidence in
+/// clause that states nothing or repeats another goes; `lead`, when a reranker chose it,
+/// is the sentence it must hold): the answer (its evidence in
 /// citation order, its citations and quotes) and the verdicts.
 pub(crate) struct Extracted {
     pub(crate) answer: Answer,
     pub(crate) checks: Vec<crate::research::grounding::Check>,
 }
 
-pub(crate) fn grounded_extractive(query: &str, evidence: &[Passage]) -> Extracted {
+pub(crate) fn grounded_extractive(query: &str, evidence: &[Passage], lead: Option<(usize, String)>) -> Extracted {
     if evidence.is_empty() {
         let answer = Answer { text: NO_EVIDENCE_ANSWER.to_owned(), evidence: Vec::new(), citations: Vec::new() };
         return Extracted { answer, checks: Vec::new() };
@@ -634,7 +647,8 @@ pub(crate) fn grounded_extractive(query: &str, evidence: &[Passage]) -> Extracte
     let every: Vec<usize> = (0..evidence.len()).collect();
     let labels: Vec<String> = evidence.iter().flat_map(Passage::labels).collect();
     let sources = crate::research::grounding::Sources { texts: &texts, labels: &labels, question: query };
-    match crate::research::grounding::ground(&written, &sources, &every) {
+    let aids = crate::research::grounding::Aids { lead, ..Default::default() };
+    match crate::research::grounding::ground_with(&written, &sources, &every, &aids) {
         Some(grounded) => Extracted {
             answer: Answer::checked(grounded.text, evidence, &grounded.cited, &grounded.sentences),
             checks: grounded.checks,
@@ -846,7 +860,7 @@ mod tests {
             "Tides are caused by the moon and the sun [1]. The highest tides come after a full moon [2]. Do tides ever stop [3]?"
         );
         // The grounded answer keeps them too.
-        let grounded = grounded_extractive("What causes tides?", &evidence[..2]).answer.text;
+        let grounded = grounded_extractive("What causes tides?", &evidence[..2], None).answer.text;
         assert_eq!(
             grounded,
             "Tides are caused by the moon and the sun [1]. The highest tides come after a full moon [2]."

@@ -280,7 +280,20 @@ pub type Vetoes = HashSet<(String, usize)>;
 /// whole keeps its text exactly; one that changed is rebuilt sentence by sentence, its
 /// citations renumbered in order of first use.
 pub fn ground(text: &str, sources: &Sources<'_>, cited: &[usize]) -> Option<Grounded> {
-    ground_with(text, sources, cited, &Vetoes::new(), &Similarities::none())
+    ground_with(text, sources, cited, &Aids::default())
+}
+
+/// What the check may use beyond the texts, each fetched by the caller: a model's vetoes,
+/// embeddings for the meaning fallback, and the evidence sentence a reranker put first.
+#[derive(Debug, Default)]
+pub struct Aids {
+    /// Claims a model judged unsupported by a passage.
+    pub vetoes: Vetoes,
+    /// Embeddings the support check may compare ([`support::check_with`]).
+    pub similar: Similarities,
+    /// The evidence sentence (its item's index and text) that best answers the question,
+    /// when a reranker chose it; otherwise BM25 chooses ([`best_sentence`]).
+    pub lead: Option<(usize, String)>,
 }
 
 /// What an answer is checked against: the evidence's readable texts, their labels (titles
@@ -296,16 +309,12 @@ pub struct Sources<'a> {
     pub question: &'a str,
 }
 
-/// [`ground`], where a claim never cites a passage `vetoes` pairs it with (such a citation
-/// moves to other supporting evidence or is removed, like one the lexical check refuses),
-/// and a claim may be supported by meaning through `similar` ([`support::check_with`]).
-pub fn ground_with(
-    text: &str,
-    sources: &Sources<'_>,
-    cited: &[usize],
-    vetoes: &Vetoes,
-    similar: &Similarities,
-) -> Option<Grounded> {
+/// [`ground`] with `aids`: a claim never cites a passage the vetoes pair it with (such a
+/// citation moves to other supporting evidence or is removed, like one the lexical check
+/// refuses), a claim may be supported by meaning ([`support::check_with`]), and the lead
+/// sentence, when given, is the one the answer must hold.
+pub fn ground_with(text: &str, sources: &Sources<'_>, cited: &[usize], aids: &Aids) -> Option<Grounded> {
+    let (vetoes, similar) = (&aids.vetoes, &aids.similar);
     let evidence = sources.texts;
     let labels: HashSet<String> =
         sources.labels.iter().map(|label| normalized(label)).filter(|label| !label.is_empty()).collect();
@@ -393,7 +402,8 @@ pub fn ground_with(
     }
     // The evidence sentence that best answers the question leads the answer unless the
     // answer states it already (or it is only a title or heading, which states nothing).
-    if let Some((index, sentence)) = best_sentence(sources.question, &readings)
+    let lead = aids.lead.clone().or_else(|| best_sentence(sources.question, &readings));
+    if let Some((index, sentence)) = lead.filter(|(index, _)| *index < readings.len())
         && !is_label(&sentence, &labels)
     {
         let answer: Vec<&str> = kept.iter().map(|(prose, _)| prose.as_str()).collect();
@@ -637,13 +647,17 @@ mod tests {
         // the wax passage, which holds half its words.
         let claim = "Bees make honey from nectar.".to_owned();
         let vetoes = Vetoes::from([(claim.clone(), 0)]);
-        let moved = ground_with(text, &sources(&EVIDENCE, &[]), &[0, 2], &vetoes, &Similarities::none()).expect("supported");
+        let moved =
+            ground_with(text, &sources(&EVIDENCE, &[]), &[0, 2], &Aids { vetoes: vetoes.clone(), ..Aids::default() })
+                .expect("supported");
         assert_eq!(moved.text, "Bees make honey from nectar [1]. Tides come from the moon [2].");
         assert_eq!(moved.cited, [1, 2]);
         assert_eq!(verdicts(&moved), [(Some(1), Verdict::Moved), (Some(2), Verdict::Supported)]);
         // Refuted for both: nothing else supports it, so it goes.
         let vetoes = Vetoes::from([(claim.clone(), 0), (claim, 1)]);
-        let removed = ground_with(text, &sources(&EVIDENCE, &[]), &[0, 2], &vetoes, &Similarities::none()).expect("the tides claim stays");
+        let removed =
+            ground_with(text, &sources(&EVIDENCE, &[]), &[0, 2], &Aids { vetoes: vetoes.clone(), ..Aids::default() })
+                .expect("the tides claim stays");
         assert_eq!(removed.text, "Tides come from the moon [1].");
         assert_eq!(removed.cited, [2]);
         assert_eq!(

@@ -8,7 +8,7 @@
 use serde_json::json;
 
 use crate::research::engine::PassageSearch;
-use crate::research::grounding::{self, Sources, Vetoes};
+use crate::research::grounding::{self, Aids, Sources};
 use crate::research::support::similar::Similarities;
 
 /// The most texts one answer's check embeds; what is left over is checked lexically.
@@ -25,11 +25,11 @@ pub async fn similarities(
     let Some(threshold) = port.support_threshold() else {
         return (Similarities::none(), serde_json::Value::Null);
     };
-    let asking = Similarities::at(threshold);
-    let _ = grounding::ground_with(text, sources, cited, &Vetoes::new(), &asking);
-    let mut wanted = asking.wanted();
+    let asking = Aids { similar: Similarities::at(threshold), ..Aids::default() };
+    let _ = grounding::ground_with(text, sources, cited, &asking);
+    let mut wanted = asking.similar.wanted();
     if wanted.is_empty() {
-        return (asking, serde_json::Value::Null);
+        return (asking.similar, serde_json::Value::Null);
     }
     let left_out = wanted.len().saturating_sub(MAX_EMBEDDED_TEXTS);
     wanted.truncate(MAX_EMBEDDED_TEXTS);

@@ -15,6 +15,7 @@ pub mod cited;
 pub mod cost;
 pub mod engine;
 pub mod grounding;
+pub mod lead;
 pub mod meaning;
 pub(crate) mod openai;
 pub mod ranking;

@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 
 use super::{Call, ChatRequest, OpenAiEngine, prompts};
 use crate::research::answer::Composed;
-use crate::research::engine::{Answer, Composer, EngineError, Passage, StageContext, limits_of};
-use crate::research::grounding::{self, Check, Grounded, Verdict, Vetoes};
+use crate::research::engine::{Answer, Composer, CostReport, EngineError, Passage, StageContext, limits_of};
+use crate::research::grounding::{self, Aids, Check, Grounded, Verdict, Vetoes};
 
 /// The most claims one answer's verification asks about.
 const MAX_VERIFICATIONS: usize = 16;
@@ -28,12 +28,13 @@ enum Optional<T> {
 }
 
 impl OpenAiEngine {
-    /// The answer over `evidence` (not empty) and what generation reports about it.
+    /// The answer over `evidence` (not empty), what generation reports about it, and what
+    /// it spent besides model calls (a rerank request choosing its lead sentence).
     pub(super) async fn grounded_answer(
         &self,
         ctx: &StageContext<'_>,
         evidence: &[Passage],
-    ) -> Result<(Answer, Value), EngineError> {
+    ) -> Result<(Answer, Value, CostReport), EngineError> {
         let model = self.model_for(ctx);
         let question = ctx.job.query.trim();
         let mut composer = Composer::new(ctx.answer, evidence.len());
@@ -80,14 +81,20 @@ impl OpenAiEngine {
         if !meaning.is_null() {
             report["similarity"] = meaning;
         }
-        let mut grounded =
-            grounding::ground_with(&composed.written, &sources, &as_numbered, &Vetoes::new(), &similar);
+        // With a reranker, it chooses the evidence sentence the answer must hold.
+        let lead = crate::research::lead::lead_sentence(self.builtin.reranker(), ctx, question, evidence).await;
+        if !lead.report.is_null() {
+            report["lead"] = lead.report;
+        }
+        let mut aids = Aids { similar, lead: lead.sentence.clone(), ..Aids::default() };
+        let mut grounded = grounding::ground_with(&composed.written, &sources, &as_numbered, &aids);
         let verify = limits_of(ctx.job).verify.unwrap_or(Self::mode(ctx) == ResearchMode::Deep);
         if verify && let Some(first) = &grounded {
             let (vetoes, record) = self.verify(ctx, &model, first, &texts, expected_ms).await;
             report["verification"] = record;
             if !vetoes.is_empty() {
-                grounded = grounding::ground_with(&composed.written, &sources, &as_numbered, &vetoes, &similar);
+                aids.vetoes = vetoes;
+                grounded = grounding::ground_with(&composed.written, &sources, &as_numbered, &aids);
             }
         }
         let (answer, checks) = match grounded {
@@ -102,7 +109,11 @@ impl OpenAiEngine {
                 (Answer::checked(text, evidence, &cited, &sentences), checks)
             }
             None => {
-                let mut extracted = crate::research::engine::grounded_extractive(&ctx.question_with_notes(), evidence);
+                let mut extracted = crate::research::engine::grounded_extractive(
+                    &ctx.question_with_notes(),
+                    evidence,
+                    lead.sentence.clone(),
+                );
                 for citation in &mut extracted.answer.citations {
                     citation.verdict = Verdict::ExtractiveFallback;
                 }
@@ -116,7 +127,7 @@ impl OpenAiEngine {
             }
         };
         report["citation_checks"] = json!(checks);
-        Ok((answer, report))
+        Ok((answer, report, lead.cost))
     }
 
     /// One more generation that says what was wrong, streamed as a reset.

@@ -304,8 +304,10 @@ impl ResearchEngine for OpenAiEngine {
             ));
         }
         let evidence = self.builtin.answer_evidence(ctx, evidence);
-        let (answer, report) = self.grounded_answer(ctx, &evidence).await?;
-        Ok(Self::staged(ctx, answer, report))
+        let (answer, report, besides) = self.grounded_answer(ctx, &evidence).await?;
+        let mut staged = Self::staged(ctx, answer, report);
+        staged.cost.usd_nanos = staged.cost.usd_nanos.saturating_add(besides.usd_nanos);
+        Ok(staged)
     }
 
     async fn clarify(&self, ctx: &StageContext<'_>) -> Result<Staged<Option<String>>, EngineError> {
