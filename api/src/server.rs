@@ -233,6 +233,7 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
         max_content_bytes: settings.max_content_bytes,
         max_upload_bytes: settings.max_upload_bytes,
         quota_upload_bytes_per_tenant: settings.quota_upload_bytes_per_tenant,
+        thread_max_turns: settings.worker.thread_max_turns,
     };
     let splitter = worker::knowledge::index::Splitter::new(settings.worker.chunk);
     let indexing =

@@ -26,6 +26,7 @@ mod m0026_input_waits;
 mod m0027_document_files;
 mod m0028_metadata_index;
 mod m0029_quotes;
+mod m0030_research_threads;
 mod raw;
 
 pub use m0019_fair_claims::UNFINISHED;
@@ -56,6 +57,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0027_document_files::Migration),
             Box::new(m0028_metadata_index::Migration),
             Box::new(m0029_quotes::Migration),
+            Box::new(m0030_research_threads::Migration),
         ]
     }
 }

@@ -168,6 +168,7 @@ pub fn new_task(grant: GrantRequest, query: &str) -> NewTask {
         idempotency_key: None,
         max_execution_attempts: 3,
         quotas: worker::lifecycle::Quotas::default(),
+        thread: None,
     }
 }
 

@@ -33,6 +33,8 @@ pub fn environment(figment: Figment) -> Figment {
                     "KFS_RETENTION_DAYS",
                     "KFS_RETENTION_ANSWER_TRACES",
                     "KFS_MAX_EXTRACTED_BYTES",
+                    "KFS_THREAD_MAX_TURNS",
+                    "KFS_THREAD_CONTEXT_CHARS",
                 ])
                 .map(|key| format!("worker.{}", key.as_str().to_ascii_lowercase().trim_start_matches("kfs_")).into()),
         )
@@ -112,6 +114,11 @@ pub struct WorkerSettings {
     pub extract: crate::knowledge::extract::ExtractSettings,
     /// `KFS_MAX_EXTRACTED_BYTES`: the most text (UTF-8 bytes) one uploaded file may give.
     pub max_extracted_bytes: usize,
+    /// `KFS_THREAD_MAX_TURNS`: the most turns one research thread holds.
+    pub thread_max_turns: u64,
+    /// `KFS_THREAD_CONTEXT_CHARS`: how much of a thread's earlier turns a follow-up sees,
+    /// in characters (newest first, question and answer while they fit, then questions).
+    pub thread_context_chars: usize,
 }
 
 impl Default for WorkerSettings {
@@ -145,6 +152,8 @@ impl Default for WorkerSettings {
             retention_interval_ms: 60_000,
             extract: crate::knowledge::extract::ExtractSettings::default(),
             max_extracted_bytes: 20 << 20,
+            thread_max_turns: 500,
+            thread_context_chars: 8_000,
         }
     }
 }

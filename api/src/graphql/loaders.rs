@@ -47,6 +47,10 @@ pub struct TraceOfTask {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ChecksOfTrace(pub Uuid);
 
+/// The thread of a task the caller has already been shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ThreadOfTask(pub Uuid);
+
 /// The steering notes of a task the caller has already been shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct NotesOfTask(pub Uuid);
@@ -176,6 +180,17 @@ impl Loader<NotesOfTask> for Loaders {
         let ids: Vec<Uuid> = keys.iter().map(|key| key.0).collect();
         let mut rows = batches::notes_of_tasks(&self.db, &ids).await.map_err(Arc::new)?;
         Ok(ids.into_iter().map(|id| (NotesOfTask(id), rows.remove(&id).unwrap_or_default())).collect())
+    }
+}
+
+impl Loader<ThreadOfTask> for Loaders {
+    type Value = Uuid;
+    type Error = Arc<AppError>;
+
+    async fn load(&self, keys: &[ThreadOfTask]) -> Result<HashMap<ThreadOfTask, Self::Value>, Self::Error> {
+        let ids: Vec<Uuid> = keys.iter().map(|key| key.0).collect();
+        let threads = batches::threads_of_tasks(&self.db, &ids).await.map_err(Arc::new)?;
+        Ok(threads.into_iter().map(|(task, thread)| (ThreadOfTask(task), thread)).collect())
     }
 }
 

@@ -8,11 +8,13 @@ use uuid::Uuid;
 use super::context::{principal, state};
 use super::enums::GqlStage;
 use super::relay;
-use super::types::{AnswerTrace, AuditEvent, KnowledgeDocument, KnowledgeSpace, ResearchTask, Viewer, WebhookDelivery};
+use super::types::{
+    AnswerTrace, AuditEvent, KnowledgeDocument, KnowledgeSpace, ResearchTask, ResearchThread, Viewer, WebhookDelivery,
+};
 use crate::error::{ApiError, IntoGql};
 use worker::app::access;
 use worker::app::limits::{DEFAULT_PAGE, MAX_PAGE};
-use worker::app::lists;
+use worker::app::{lists, threads};
 
 /// Reads.
 #[derive(Default)]
@@ -92,6 +94,34 @@ impl QueryRoot {
             let stages = stages.map(|stages| stages.into_iter().map(Stage::from).collect());
             let listed = lists::research_tasks(app, caller, knowledge_space_id, stages, args).await?;
             Ok::<_, ApiError>(relay::listed(&args, listed, lists::task_key, ResearchTask))
+        };
+        run.await.gql()
+    }
+
+    /// A research thread, or null when it is not the caller's (or they may no longer read
+    /// its space).
+    async fn research_thread(&self, ctx: &Context<'_>, id: Uuid) -> async_graphql::Result<Option<ResearchThread>> {
+        let run = async {
+            let (caller, app) = (principal(ctx)?, &state(ctx)?.app);
+            Ok::<_, ApiError>(threads::find(app, caller, id).await?.map(ResearchThread))
+        };
+        run.await.gql()
+    }
+
+    /// The caller's research threads in a space, most recently updated first.
+    #[graphql(complexity = "first.unwrap_or(DEFAULT_PAGE).clamp(0, MAX_PAGE) as usize * child_complexity")]
+    async fn research_threads(
+        &self,
+        ctx: &Context<'_>,
+        knowledge_space_id: Uuid,
+        first: Option<i32>,
+        after: Option<String>,
+    ) -> async_graphql::Result<Connection<String, ResearchThread>> {
+        let run = async {
+            let (caller, app) = (principal(ctx)?, &state(ctx)?.app);
+            let args = relay::parse(first, after)?;
+            let listed = threads::list(app, caller, knowledge_space_id, args).await?;
+            Ok::<_, ApiError>(relay::listed(&args, listed, threads::thread_key, ResearchThread))
         };
         run.await.gql()
     }

@@ -253,6 +253,7 @@ async fn create(state: &AppState, caller: &Principal, args: StartArgs) -> Result
         filters: args.filters,
         metadata: None,
         idempotency_key: args.idempotency_key,
+        thread_id: None,
     };
     tasks::create(&state.app, caller, request).await
 }

@@ -22,6 +22,8 @@ pub mod research_task_partial_result;
 pub mod research_task_progress_event;
 pub mod research_task_trace_context;
 pub mod research_task_wait;
+pub mod research_thread;
+pub mod research_thread_turn;
 pub mod tenant_erasure;
 pub mod webhook_delivery;
 pub mod webhook_delivery_attempt;

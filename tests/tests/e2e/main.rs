@@ -54,6 +54,7 @@ mod research_rerank;
 mod research_rounds;
 mod research_steering;
 mod research_support;
+mod research_threads;
 mod research_waits;
 mod store;
 mod traces;
@@ -108,6 +109,7 @@ fn main() -> ExitCode {
         research_rerank::tests(),
         research_rounds::tests(),
         research_steering::tests(),
+        research_threads::tests(),
         research_waits::tests(),
         mcp_endpoint::tests(),
         migration_replay::tests(),

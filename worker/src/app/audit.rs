@@ -30,6 +30,8 @@ pub mod action {
     pub const SPACE_DELETED: &str = "knowledge_space.deleted";
     /// A research task was deleted by its owner.
     pub const TASK_DELETED: &str = "research_task.deleted";
+    /// A research thread (and its turns) was deleted by its owner.
+    pub const THREAD_DELETED: &str = "research_thread.deleted";
     /// An answer trace was deleted by its owner.
     pub const TRACE_DELETED: &str = "answer_trace.deleted";
     /// A webhook endpoint was registered.

@@ -57,6 +57,13 @@ pub async fn notes_of_tasks(
     Ok(store::notes::of_tasks(db, ids).await?)
 }
 
+/// The thread each of the tasks is a turn of, by task id (a task outside threads is
+/// absent).
+pub async fn threads_of_tasks(db: &DatabaseConnection, ids: &[Uuid]) -> Result<HashMap<Uuid, Uuid>, AppError> {
+    let turns = store::threads::threads_of(db, ids).await?;
+    Ok(turns.into_iter().map(|turn| (turn.research_task_job_id, turn.research_thread_id)).collect())
+}
+
 /// The uploaded files of documents, by document id (a document without one is absent).
 pub async fn files_of_documents(db: &DatabaseConnection, ids: &[Uuid]) -> Result<HashMap<Uuid, file::Model>, AppError> {
     Ok(store::files::of_documents(db, ids).await?)

@@ -191,6 +191,9 @@ impl From<LifecycleError> for AppError {
             // Worker-only outcomes: no API path holds a lease or commits a stage boundary.
             LifecycleError::LeaseLost => Self::internal(anyhow::anyhow!("lease lost on an API path")),
             LifecycleError::GrantDenied(_) => Self::internal(anyhow::anyhow!("a stage boundary on an API path")),
+            LifecycleError::TooManyTurns(limit) => {
+                Self::BadUserInput(format!("a research thread holds at most {limit} turns (KFS_THREAD_MAX_TURNS)"))
+            }
             LifecycleError::TooManyNotes(limit) => Self::BadUserInput(format!(
                 "note: a task takes at most {limit} steering notes, and this one has {limit}"
             )),

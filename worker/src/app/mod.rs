@@ -24,6 +24,7 @@ mod principal;
 pub mod spaces;
 pub mod startup;
 pub mod tasks;
+pub mod threads;
 pub mod webhooks;
 mod writes;
 
@@ -70,6 +71,8 @@ pub struct Rules {
     /// The most bytes of uploaded files one tenant keeps
     /// (`KFS_QUOTA_UPLOAD_BYTES_PER_TENANT`).
     pub quota_upload_bytes_per_tenant: Option<u64>,
+    /// The most turns one research thread holds (`KFS_THREAD_MAX_TURNS`).
+    pub thread_max_turns: u64,
 }
 
 impl Rules {

@@ -32,6 +32,8 @@ pub struct TaskRequest {
     pub metadata: Option<Value>,
     /// Makes a repeated request return the same task.
     pub idempotency_key: Option<String>,
+    /// The thread the task is a turn of (the caller's, in the same space).
+    pub thread_id: Option<Uuid>,
 }
 
 /// The longest steering note, in characters.
@@ -44,7 +46,19 @@ pub const MAX_ANSWER_CHARS: usize = 4_000;
 /// caller belongs to (or its API key is bound to). Repeating a request with the same
 /// idempotency key returns the same task.
 pub async fn create(app: &App, caller: &Principal, request: TaskRequest) -> Result<job::Model, AppError> {
+    let thread_id = request.thread_id;
     let fields = validated(request, app.rules.max_execution_attempts)?;
+    let thread = match thread_id {
+        Some(id) => {
+            // Another subject's or tenant's thread answers as a missing one.
+            let found = super::threads::find(app, caller, id).await?.ok_or(AppError::NotFound)?;
+            if found.knowledge_space_id != fields.knowledge_space_id {
+                return Err(AppError::bad_input("knowledgeSpaceId must be the thread's space"));
+            }
+            Some(lifecycle::ThreadTurn { thread_id: id, max_turns: app.rules.thread_max_turns })
+        }
+        None => None,
+    };
     let source = match space_access(&app.db, caller, fields.knowledge_space_id).await? {
         None => return Err(AppError::NotFound),
         Some(SpaceAccess::Member(member)) => GrantSource::Member { revision: member.revision, role: member.role },
@@ -59,8 +73,8 @@ pub async fn create(app: &App, caller: &Principal, request: TaskRequest) -> Resu
         access_channel: caller.channel,
         source,
     };
-    let created =
-        lifecycle::create(&app.db, &app.notifier, fields.into_new(grant, app.rules.quotas), now_millis()).await?;
+    let input = NewTask { thread, ..fields.into_new(grant, app.rules.quotas) };
+    let created = lifecycle::create(&app.db, &app.notifier, input, now_millis()).await?;
     Ok(created.task)
 }
 
@@ -91,6 +105,7 @@ impl ValidTask {
             idempotency_key: self.idempotency_key,
             max_execution_attempts: self.max_execution_attempts,
             quotas,
+            thread: None,
         }
     }
 }

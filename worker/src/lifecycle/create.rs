@@ -34,6 +34,18 @@ pub struct NewTask {
     pub max_execution_attempts: i32,
     /// The tenant's quotas, checked in the creating transaction.
     pub quotas: super::Quotas,
+    /// The thread the task is a turn of (the caller's own, in the task's space), with the
+    /// most turns it may hold.
+    pub thread: Option<ThreadTurn>,
+}
+
+/// Where a new turn goes.
+#[derive(Debug, Clone, Copy)]
+pub struct ThreadTurn {
+    /// The thread.
+    pub thread_id: Uuid,
+    /// The most turns a thread holds (`KFS_THREAD_MAX_TURNS`).
+    pub max_turns: u64,
 }
 
 /// A created (or, for a repeated idempotency key, the earlier) task.
@@ -49,11 +61,17 @@ pub struct Created {
 const IDEMPOTENCY_NAMESPACE: Uuid = Uuid::from_u128(0x6b66_7372_6573_6561_7263_685f_7461_736b);
 
 /// The task id a client's idempotency key stands for: derived from the tenant, space,
-/// subject and key, so the same key from another subject names another task. The parts
-/// are encoded as a JSON array, so no choice of strings makes two tuples one name (a
-/// separator could appear inside a part).
-fn derived_id(grant: &GrantRequest, key: &str) -> Uuid {
-    let parts = [grant.tenant_id.as_str(), &grant.knowledge_space_id.to_string(), grant.subject_id.as_str(), key];
+/// subject and key (and the thread, for a turn: the same key in another thread is another
+/// turn), so the same key from another subject names another task. The parts are encoded
+/// as a JSON array, so no choice of strings makes two tuples one name (a separator could
+/// appear inside a part).
+fn derived_id(grant: &GrantRequest, key: &str, thread: Option<Uuid>) -> Uuid {
+    let space = grant.knowledge_space_id.to_string();
+    let mut parts = vec![grant.tenant_id.as_str(), &space, grant.subject_id.as_str(), key];
+    let thread = thread.map(|id| format!("thread:{id}"));
+    if let Some(thread) = &thread {
+        parts.push(thread);
+    }
     let name = serde_json::to_vec(&parts).unwrap_or_default();
     Uuid::new_v5(&IDEMPOTENCY_NAMESPACE, &name)
 }
@@ -67,7 +85,7 @@ pub async fn create(
     now: i64,
 ) -> Result<Created, LifecycleError> {
     let id = match &input.idempotency_key {
-        Some(key) => derived_id(&input.grant, key),
+        Some(key) => derived_id(&input.grant, key, input.thread.map(|turn| turn.thread_id)),
         None => Uuid::now_v7(),
     };
     tracing::Span::current().record("task.id", tracing::field::display(id));
@@ -166,7 +184,17 @@ async fn insert(
         snapshot,
         task,
     };
+    if let Some(turn) = input.thread {
+        // The thread's row lock orders its turns; one deleted meanwhile is not found.
+        store::threads::lock(&txn, turn.thread_id).await?.ok_or(LifecycleError::NotFound)?;
+        if store::threads::turn_count(&txn, turn.thread_id).await? >= turn.max_turns {
+            return Err(LifecycleError::TooManyTurns(turn.max_turns));
+        }
+    }
     let task = store::tasks::create(&txn, rows).await?;
+    if let Some(turn) = input.thread {
+        store::threads::add_turn(&txn, turn.thread_id, task.id, now).await?;
+    }
     commit(txn, notifier, vec![TaskSignal::work(task.id)]).await?;
     metrics::counter!("research_tasks_created_total").increment(1);
     Ok(task)
@@ -192,8 +220,18 @@ mod tests {
     #[test]
     fn no_choice_of_subject_and_key_makes_two_callers_share_a_task_id() {
         // Joined with a separator these would be one name: "t\0victim\0x\0k".
-        assert_ne!(derived_id(&grant("t", "victim"), "x\u{0}k"), derived_id(&grant("t", "victim\u{0}x"), "k"));
-        assert_ne!(derived_id(&grant("t\u{0}victim", "x"), "k"), derived_id(&grant("t", "victim\u{0}x"), "k"));
-        assert_eq!(derived_id(&grant("t", "victim"), "k"), derived_id(&grant("t", "victim"), "k"));
+        assert_ne!(
+            derived_id(&grant("t", "victim"), "x\u{0}k", None),
+            derived_id(&grant("t", "victim\u{0}x"), "k", None)
+        );
+        assert_ne!(
+            derived_id(&grant("t\u{0}victim", "x"), "k", None),
+            derived_id(&grant("t", "victim\u{0}x"), "k", None)
+        );
+        assert_eq!(derived_id(&grant("t", "victim"), "k", None), derived_id(&grant("t", "victim"), "k", None));
+        // A key is scoped to its thread.
+        let (one, two) = (Some(Uuid::from_u128(1)), Some(Uuid::from_u128(2)));
+        assert_ne!(derived_id(&grant("t", "a"), "k", one), derived_id(&grant("t", "a"), "k", two));
+        assert_ne!(derived_id(&grant("t", "a"), "k", one), derived_id(&grant("t", "a"), "k", None));
     }
 }

@@ -63,6 +63,9 @@ pub enum LifecycleError {
         /// The task's stage.
         current: Stage,
     },
+    /// The thread already holds the most turns it may.
+    #[error("a research thread holds at most {0} turns")]
+    TooManyTurns(u64),
     /// The tenant is being erased: nothing new is accepted for it until the erasure ends.
     #[error("the tenant is being erased; nothing new is accepted for it")]
     TenantBeingErased,

@@ -71,6 +71,7 @@ pub mod signals;
 pub mod spaces;
 pub(crate) mod sqlite;
 pub mod tasks;
+pub mod threads;
 pub mod trace_contexts;
 pub mod waits;
 pub mod webhooks;

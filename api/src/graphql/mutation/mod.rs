@@ -5,6 +5,7 @@ mod documents;
 mod keys;
 mod spaces;
 pub(crate) mod tasks;
+mod threads;
 mod uploads;
 mod webhooks;
 
@@ -19,6 +20,7 @@ pub struct MutationRoot(
     uploads::UploadMutation,
     keys::KeyMutation,
     tasks::TaskMutation,
+    threads::ThreadMutation,
     webhooks::WebhookMutation,
     deletes::DeleteMutation,
 );

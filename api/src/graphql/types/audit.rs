@@ -19,7 +19,7 @@ impl AuditEvent {
     }
     /// `api_key.created`, `api_key.rotated`, `api_key.revoked`, `member.added`,
     /// `member.changed`, `member.removed`, `knowledge_space.created`,
-    /// `knowledge_space.deleted`, `research_task.deleted`, `answer_trace.deleted`,
+    /// `knowledge_space.deleted`, `research_task.deleted`, `research_thread.deleted`, `answer_trace.deleted`,
     /// `webhook_endpoint.created`, `webhook_endpoint.secret_rotated`,
     /// `webhook_endpoint.disabled`, `tenant.erased` or `outbox.redelivered`.
     async fn action(&self) -> &str {

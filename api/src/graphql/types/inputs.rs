@@ -96,7 +96,34 @@ pub struct CreateResearchTaskInput {
     /// Your own data, a JSON object of at most 16 KB.
     pub metadata: Option<Json<Value>>,
     /// Repeating a request with the same key returns the same task; at most 255 characters.
+    /// In a thread the key is the thread's: the same key in another thread is a new turn.
     pub idempotency_key: Option<String>,
+    /// Adds the task as the next turn of this thread (yours, in `knowledgeSpaceId`: a
+    /// thread of another space is BAD_USER_INPUT, a missing or foreign one NOT_FOUND). A
+    /// thread holds at most `KFS_THREAD_MAX_TURNS` turns (500 by default); one more is
+    /// BAD_USER_INPUT.
+    pub thread_id: Option<Uuid>,
+}
+
+/// A new research thread.
+#[derive(InputObject)]
+pub struct CreateResearchThreadInput {
+    /// The space every turn researches.
+    pub knowledge_space_id: Uuid,
+    /// A title, at most 512 characters (blank is none).
+    pub title: Option<String>,
+    /// Your own data, a JSON object of at most 16 KB.
+    pub metadata: Option<Json<Value>>,
+}
+
+/// Changes to a research thread: a field left out keeps its value; `title: null` clears
+/// the title.
+#[derive(InputObject)]
+pub struct UpdateResearchThreadInput {
+    /// A title, at most 512 characters.
+    pub title: async_graphql::MaybeUndefined<String>,
+    /// Your own data, a JSON object of at most 16 KB (replaces the old).
+    pub metadata: Option<Json<Value>>,
 }
 
 impl CreateResearchTaskInput {
@@ -112,6 +139,7 @@ impl CreateResearchTaskInput {
             filters: self.filters.as_ref().map(ResearchFiltersInput::to_json),
             metadata: self.metadata.map(|Json(metadata)| metadata),
             idempotency_key: self.idempotency_key,
+            thread_id: self.thread_id,
         }
     }
 }

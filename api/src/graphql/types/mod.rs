@@ -10,6 +10,7 @@ mod journal;
 mod note;
 mod space;
 mod task;
+mod thread;
 mod time;
 mod trace;
 mod viewer;
@@ -21,12 +22,14 @@ pub use awaiting::ResearchTaskAwaiting;
 pub use document::KnowledgeDocument;
 pub use inputs::{
     AddKnowledgeDocumentInput, AddKnowledgeSpaceMemberInput, CreateApiKeyInput, CreateKnowledgeSpaceInput,
-    CreateResearchTaskInput, CreateWebhookEndpointInput, UpdateKnowledgeDocumentInput,
+    CreateResearchTaskInput, CreateResearchThreadInput, CreateWebhookEndpointInput, UpdateKnowledgeDocumentInput,
+    UpdateResearchThreadInput,
 };
 pub use journal::{ResearchTaskAnswerDelta, ResearchTaskPartialResult, ResearchTaskProgressEvent};
 pub use note::ResearchTaskNote;
 pub use space::{KnowledgeSpace, KnowledgeSpaceMember};
 pub use task::ResearchTask;
+pub use thread::ResearchThread;
 pub use time::datetime;
 pub use trace::AnswerTrace;
 pub use viewer::Viewer;

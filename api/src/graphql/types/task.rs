@@ -13,7 +13,7 @@ use crate::error::{ApiError, IntoGql};
 use crate::graphql::context::state;
 use crate::graphql::enums::{GqlChannel, GqlMode, GqlStage};
 use crate::graphql::loaders::{
-    JournalPage, NotesOfTask, PartialPage, ProgressPage, RequestLoaders, TraceOfTask, WaitsOfTask, loaded,
+    JournalPage, NotesOfTask, PartialPage, ProgressPage, RequestLoaders, ThreadOfTask, TraceOfTask, WaitsOfTask, loaded,
 };
 use worker::app::limits::{MAX_PAGE, after_sequence, page_size};
 use worker::app::tasks;
@@ -137,6 +137,20 @@ impl ResearchTask {
                 None => tasks::partial_results(&state(ctx)?.app, &self.0, after, size).await?,
             };
             Ok::<_, ApiError>(rows.into_iter().map(ResearchTaskPartialResult).collect())
+        };
+        run.await.gql()
+    }
+
+    /// The research thread this task is a turn of; null outside a thread.
+    async fn thread_id(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<Uuid>> {
+        let run = async {
+            Ok::<_, ApiError>(match ctx.data_opt::<RequestLoaders>() {
+                Some(loaders) => loaders.load_one(ThreadOfTask(self.0.id)).await.map_err(loaded)?,
+                None => {
+                    let db = &state(ctx)?.db;
+                    worker::app::batches::threads_of_tasks(db, &[self.0.id]).await?.remove(&self.0.id)
+                }
+            })
         };
         run.await.gql()
     }

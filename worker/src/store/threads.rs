@@ -1,0 +1,133 @@
+//! Research threads (`research_threads`) and their turns (`research_thread_turns`): as
+//! the API reads them, scoped to the subject that created them, and as task creation
+//! adds a turn (in the transaction that writes the task).
+use entity::{research_task_job as job, research_thread as thread, research_thread_turn as turn};
+use sea_orm::sea_query::{Expr, Query};
+use sea_orm::{
+    ActiveModelTrait as _, ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel as _,
+    PaginatorTrait as _, QueryFilter, QueryOrder as _, QuerySelect,
+};
+use uuid::Uuid;
+
+use super::backend::{Backend, on_backend};
+use super::pages::{PageKey, before};
+
+/// Writes a new thread.
+pub async fn insert<C: ConnectionTrait>(conn: &C, row: thread::Model) -> Result<(), DbErr> {
+    thread::Entity::insert(row.into_active_model().reset_all()).exec_without_returning(conn).await?;
+    Ok(())
+}
+
+/// The thread `id`, if it is `subject_id`'s in `tenant_id`.
+pub async fn find_owned<C: ConnectionTrait>(
+    conn: &C,
+    tenant_id: &str,
+    subject_id: &str,
+    id: Uuid,
+) -> Result<Option<thread::Model>, DbErr> {
+    thread::Entity::find_by_id(id)
+        .filter(thread::Column::TenantId.eq(tenant_id))
+        .filter(thread::Column::SubjectId.eq(subject_id))
+        .one(conn)
+        .await
+}
+
+/// Reads the thread and locks it until the transaction ends (turns of one thread are
+/// added one at a time).
+pub async fn lock<C: ConnectionTrait>(txn: &C, id: Uuid) -> Result<Option<thread::Model>, DbErr> {
+    on_backend!(txn, |B| B::locking_rows(thread::Entity::find_by_id(id))).one(txn).await
+}
+
+/// One page of a subject's threads in a space, most recently updated first.
+pub async fn page<C: ConnectionTrait>(
+    conn: &C,
+    tenant_id: &str,
+    knowledge_space_id: Uuid,
+    subject_id: &str,
+    after: Option<PageKey>,
+    limit: u64,
+) -> Result<Vec<thread::Model>, DbErr> {
+    let mut query = thread::Entity::find()
+        .filter(thread::Column::TenantId.eq(tenant_id))
+        .filter(thread::Column::KnowledgeSpaceId.eq(knowledge_space_id))
+        .filter(thread::Column::SubjectId.eq(subject_id));
+    if let Some(key) = after {
+        query = query.filter(before(thread::Column::UpdatedAt, thread::Column::Id, key));
+    }
+    query.order_by_desc(thread::Column::UpdatedAt).order_by_desc(thread::Column::Id).limit(limit).all(conn).await
+}
+
+/// Writes the thread back whole (title, metadata, `updated_at`).
+pub async fn save<C: ConnectionTrait>(conn: &C, row: thread::Model) -> Result<thread::Model, DbErr> {
+    row.into_active_model().reset_all().update(conn).await
+}
+
+/// Deletes the thread (its remaining turn rows go with it); whether it was there.
+pub async fn delete<C: ConnectionTrait>(conn: &C, id: Uuid) -> Result<bool, DbErr> {
+    Ok(thread::Entity::delete_by_id(id).exec(conn).await?.rows_affected > 0)
+}
+
+/// Adds `task_id` as a turn of `thread_id` and marks the thread updated at `now`.
+pub async fn add_turn<C: ConnectionTrait>(txn: &C, thread_id: Uuid, task_id: Uuid, now: i64) -> Result<(), DbErr> {
+    let row = turn::Model { research_task_job_id: task_id, research_thread_id: thread_id, created_at: now };
+    turn::Entity::insert(row.into_active_model().reset_all()).exec_without_returning(txn).await?;
+    thread::Entity::update_many()
+        .col_expr(thread::Column::UpdatedAt, Expr::value(now))
+        .filter(thread::Column::Id.eq(thread_id))
+        .exec(txn)
+        .await?;
+    Ok(())
+}
+
+/// How many turns the thread has.
+pub async fn turn_count<C: ConnectionTrait>(conn: &C, thread_id: Uuid) -> Result<u64, DbErr> {
+    turn::Entity::find().filter(turn::Column::ResearchThreadId.eq(thread_id)).count(conn).await
+}
+
+/// The thread each of `task_ids` is a turn of (tasks outside threads are absent).
+pub async fn threads_of<C: ConnectionTrait>(conn: &C, task_ids: &[Uuid]) -> Result<Vec<turn::Model>, DbErr> {
+    if task_ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    turn::Entity::find().filter(turn::Column::ResearchTaskJobId.is_in(task_ids.iter().copied())).all(conn).await
+}
+
+/// Every turn's task id, oldest first.
+pub async fn turn_ids<C: ConnectionTrait>(conn: &C, thread_id: Uuid) -> Result<Vec<Uuid>, DbErr> {
+    turn::Entity::find()
+        .select_only()
+        .column(turn::Column::ResearchTaskJobId)
+        .filter(turn::Column::ResearchThreadId.eq(thread_id))
+        .order_by_asc(turn::Column::CreatedAt)
+        .order_by_asc(turn::Column::ResearchTaskJobId)
+        .into_tuple()
+        .all(conn)
+        .await
+}
+
+/// One page of the thread's turns whose grant holds at `now`, oldest first, after `after`
+/// (the `created_at` and id of the last turn shown).
+pub async fn turns_page<C: ConnectionTrait>(
+    conn: &C,
+    thread_id: Uuid,
+    after: Option<PageKey>,
+    limit: u64,
+    now: i64,
+) -> Result<Vec<job::Model>, DbErr> {
+    let grant_holds = on_backend!(conn, |B| B::STATEMENTS.grant_holds_of_jobs);
+    let turns = Query::select()
+        .column(turn::Column::ResearchTaskJobId)
+        .from(turn::Entity)
+        .and_where(turn::Column::ResearchThreadId.eq(thread_id))
+        .to_owned();
+    let mut query = job::Entity::find()
+        .filter(job::Column::Id.in_subquery(turns))
+        .filter(Expr::cust_with_values(grant_holds, [now]));
+    if let Some(key) = after {
+        let later = Condition::any()
+            .add(job::Column::CreatedAt.gt(key.at))
+            .add(Condition::all().add(job::Column::CreatedAt.eq(key.at)).add(job::Column::Id.gt(key.id)));
+        query = query.filter(later);
+    }
+    query.order_by_asc(job::Column::CreatedAt).order_by_asc(job::Column::Id).limit(limit).all(conn).await
+}
