@@ -49,6 +49,7 @@ mod ops_page;
 mod research_answer;
 mod research_citations;
 mod research_filters;
+mod research_followups;
 mod research_openai;
 mod research_rerank;
 mod research_rounds;
@@ -105,6 +106,7 @@ fn main() -> ExitCode {
         research_answer::tests(),
         research_citations::tests(),
         research_filters::tests(),
+        research_followups::tests(),
         research_openai::tests(),
         research_rerank::tests(),
         research_rounds::tests(),

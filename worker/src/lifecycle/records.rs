@@ -41,6 +41,9 @@ pub(super) struct PausedForInput {
     pub plan: Option<Vec<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub question: Option<String>,
+    /// A follow-up's standalone query, beside the plan it was planned from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub standalone_query: Option<String>,
 }
 
 /// A paused task put back in its stage: by itself (`automatic`) or by a person's input,

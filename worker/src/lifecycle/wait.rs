@@ -31,6 +31,8 @@ pub enum InputRequest {
     PlanApproval {
         /// The proposed plan.
         plan: Value,
+        /// A follow-up's standalone query, which the plan was made from.
+        standalone_query: Option<String>,
     },
     /// Answer one question before planning.
     Clarification {
@@ -94,8 +96,14 @@ pub async fn await_input(
     let paused = store::tasks::save(&txn, row).await?;
     store::outbox::close(&txn, paused.id, OutboxStatus::Canceled, now).await?;
     let reason = request.reason();
-    let mut said =
-        PausedForInput { from_stage: current.stage, reason, resume_after: until, plan: None, question: None };
+    let mut said = PausedForInput {
+        from_stage: current.stage,
+        reason,
+        resume_after: until,
+        plan: None,
+        question: None,
+        standalone_query: None,
+    };
     let mut wait = wait::Model {
         id: Uuid::now_v7(),
         research_task_job_id: paused.id,
@@ -110,8 +118,9 @@ pub async fn await_input(
         answer: None,
     };
     match request {
-        InputRequest::PlanApproval { plan } => {
+        InputRequest::PlanApproval { plan, standalone_query } => {
             said.plan = Some(plan_queries(&plan));
+            said.standalone_query = standalone_query;
             wait.proposed_plan = Some(plan);
         }
         InputRequest::Clarification { question } => {

@@ -14,6 +14,7 @@ mod quotes;
 mod records;
 mod rounds;
 mod stages;
+mod thread;
 
 pub use committer::BoundaryCommitter;
 pub use keeper::LeaseKeeper;
@@ -139,6 +140,7 @@ impl Pipeline {
             return self.denied(&lease, denial, CostDelta::none()).await;
         }
         let human = human::Human::load(&self.db, &task, self.clock.now()).await?;
+        let thread = thread::load(&self.db, &task, self.settings.thread_context_chars, self.clock.now()).await?;
         loop {
             tracing::Span::current().record("stage", task.stage.as_str());
             if !task.stage.is_running() {
@@ -169,7 +171,7 @@ impl Pipeline {
                 cancel.clone(),
                 drafts,
                 std::mem::take(&mut carried),
-                &human,
+                stages::Said { human: &human, thread: thread.as_ref() },
             );
             let started = std::time::Instant::now();
             let guarded = self.guarded(&lease, &stop.abort, &cancel, work).await;

@@ -11,6 +11,9 @@ use crate::research::rounds::Outcome;
 #[derive(Serialize)]
 pub(super) struct Planned<'a> {
     pub plan: &'a Plan,
+    /// A follow-up's standalone query, which the plan was made from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub standalone_query: Option<&'a str>,
 }
 
 /// Retrieval's payload: the round and how many sub-queries it searched.

@@ -49,6 +49,16 @@ pub(super) struct Carried {
     evidence: Option<Vec<Passage>>,
 }
 
+/// What a run read once about its task besides the task: what people said to it and,
+/// for a turn of a thread, the thread.
+#[derive(Clone, Copy)]
+pub(super) struct Said<'a> {
+    /// Its waits.
+    pub human: &'a Human,
+    /// Its thread, when it is a turn.
+    pub thread: Option<&'a crate::research::thread::ThreadView>,
+}
+
 /// What a finished stage hands to the lifecycle.
 pub(super) enum StageEnd {
     /// Move on to the next stage; what it produced is carried to the next one once the
@@ -79,8 +89,9 @@ pub(super) async fn run(
     cancel: CancellationToken,
     drafts: Drafts<'_>,
     carried: Carried,
-    human: &Human,
+    said: Said<'_>,
 ) -> Result<StageEnd, StageFailure> {
+    let Said { human, thread } = said;
     let db = library.db;
     let sink = AnswerSink::default();
     let calls = CallLog::default();
@@ -109,6 +120,9 @@ pub(super) async fn run(
         notes: &notes,
         clarification: human.clarification.as_ref(),
         waited_ms: human.waited_ms,
+        // A first turn has nothing to see; a follow-up keeps its standalone query even
+        // when no earlier turn is readable any more.
+        thread: thread.filter(|view| !view.turns.is_empty() || view.standalone.get().is_some()),
     };
     let stage = task.stage;
     run_stage(db, &ctx, engine, &sink, drafts, carried, human).await.map_err(|error| {
@@ -164,16 +178,30 @@ async fn run_stage(
                     return Ok(StageEnd::Await(InputRequest::Clarification { question }, spent));
                 }
             }
+            // A follow-up is researched as a standalone query, made once, before its plan.
+            let mut rewritten: Staged<()> = Staged::new((), CostReport::default());
+            if let Some(thread) = ctx.thread
+                && thread.standalone.get().is_none()
+            {
+                let made = engine.standalone(ctx, thread).await?;
+                let _ = thread.standalone.set(made.output);
+                rewritten = Staged { output: (), cost: made.cost, report: made.report };
+            }
+            let standalone_query = ctx.thread.and_then(|thread| thread.standalone.get()).map(String::as_str);
             let mut plan = engine.plan(ctx).await?;
-            plan.cost = plus(asked.cost, plan.cost);
+            plan.cost = plus(plus(asked.cost, rewritten.cost), plan.cost);
             if !asked.report.is_null() {
                 plan.report = with_part(plan.report, "clarification", asked.report);
             }
+            if !rewritten.report.is_null() {
+                plan.report = with_part(plan.report, "rewrite", rewritten.report);
+            }
             if limits.approve_plan == Some(true) && !human.plan_reviewed {
-                let request = InputRequest::PlanApproval { plan: stored(&plan.output) };
+                let standalone_query = standalone_query.map(str::to_owned);
+                let request = InputRequest::PlanApproval { plan: stored(&plan.output), standalone_query };
                 return Ok(StageEnd::Await(request, account(stage, plan.cost, plan.report).0));
             }
-            let payload = stored(&Planned { plan: &plan.output });
+            let payload = stored(&Planned { plan: &plan.output, standalone_query });
             let carry = Carried { rounds: Some(Rounds::first(&plan.output)), ..Carried::default() };
             Ok(next(next_stage, 1, Vec::new(), plan.cost, plan.report, payload, carry))
         }

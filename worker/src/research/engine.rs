@@ -73,6 +73,9 @@ pub struct StageContext<'a> {
     /// How long the task has waited for people so far, in milliseconds: time that does
     /// not count against `limits.deadline_ms`.
     pub waited_ms: i64,
+    /// The follow-up's thread (earlier turns, the standalone query); `None` outside a
+    /// thread or for a thread's first turn.
+    pub thread: Option<&'a crate::research::thread::ThreadView>,
 }
 
 /// A clarifying question an engine asked before planning, and what the person answered
@@ -89,12 +92,26 @@ impl StageContext<'_> {
     /// The question with the steering notes after it: what the built-in engine covers
     /// and answers.
     pub fn question_with_notes(&self) -> String {
-        let mut asked = self.job.query.trim().to_owned();
+        let mut asked = self.question().to_owned();
         for note in self.guidance() {
             asked.push('\n');
             asked.push_str(note.trim());
         }
         asked
+    }
+
+    /// The question researched: the standalone query of a follow-up (once planning made
+    /// it), else the question as asked.
+    pub fn question(&self) -> &str {
+        self.thread.and_then(|thread| thread.standalone.get()).map_or_else(|| self.job.query.trim(), String::as_str)
+    }
+
+    /// What a model prompt shows besides the question: the earlier turns of the thread
+    /// (oldest first), then [`StageContext::guidance`].
+    pub fn model_guidance(&self) -> Vec<String> {
+        let mut lines = self.thread.map(crate::research::thread::ThreadView::lines).unwrap_or_default();
+        lines.extend(self.guidance());
+        lines
     }
 
     /// What the person who asked added to the question, as prompts show it: the answer
@@ -343,6 +360,17 @@ impl EngineError {
 pub trait ResearchEngine: Send + Sync {
     /// Splits the question into the sub-queries retrieval runs.
     async fn plan(&self, ctx: &StageContext<'_>) -> Result<Staged<Plan>, EngineError>;
+    /// A follow-up rewritten into a standalone query from its thread's earlier turns (run
+    /// at planning, before [`ResearchEngine::plan`], only for a turn with earlier turns).
+    /// By default the built-in rewrite: the previous question's search terms added.
+    async fn standalone(
+        &self,
+        ctx: &StageContext<'_>,
+        thread: &crate::research::thread::ThreadView,
+    ) -> Result<Staged<String>, EngineError> {
+        let query = crate::research::thread::builtin_standalone(ctx.job.query.trim(), thread.turns.first());
+        Ok(Staged { output: query, cost: CostReport::default(), report: serde_json::json!({ "rewriter": "builtin" }) })
+    }
     /// Finds candidate passages for every sub-query.
     async fn retrieve(&self, ctx: &StageContext<'_>, plan: &Plan) -> Result<Staged<Vec<Retrieval>>, EngineError>;
     /// Deduplicates and keeps the best evidence, up to `top_k`.
@@ -490,7 +518,7 @@ impl BuiltinEngine {
 #[async_trait]
 impl ResearchEngine for BuiltinEngine {
     async fn plan(&self, ctx: &StageContext<'_>) -> Result<Staged<Plan>, EngineError> {
-        let query = ctx.job.query.trim();
+        let query = ctx.question();
         let mode = resolve_mode(ctx.job.mode.unwrap_or(ResearchMode::Auto), query);
         let sub_queries = split_query(query, sub_query_count(mode));
         if let Some(max) = limits_of(ctx.job).max_sub_queries.map(|max| max.get() as usize)

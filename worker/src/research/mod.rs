@@ -23,3 +23,4 @@ pub mod readable;
 pub mod rerank;
 pub mod rounds;
 pub mod support;
+pub mod thread;

@@ -131,3 +131,39 @@ pub async fn turns_page<C: ConnectionTrait>(
     }
     query.order_by_asc(job::Column::CreatedAt).order_by_asc(job::Column::Id).limit(limit).all(conn).await
 }
+
+/// The turn `task_id` is, if it is one.
+pub async fn turn_of<C: ConnectionTrait>(conn: &C, task_id: Uuid) -> Result<Option<turn::Model>, DbErr> {
+    turn::Entity::find_by_id(task_id).one(conn).await
+}
+
+/// The turns of `turn`'s thread before it whose grant holds at `now`, newest first, at
+/// most `limit`.
+pub async fn earlier_turns<C: ConnectionTrait>(
+    conn: &C,
+    turn: &turn::Model,
+    now: i64,
+    limit: u64,
+) -> Result<Vec<job::Model>, DbErr> {
+    let grant_holds = on_backend!(conn, |B| B::STATEMENTS.grant_holds_of_jobs);
+    let earlier = Query::select()
+        .column(turn::Column::ResearchTaskJobId)
+        .from(turn::Entity)
+        .and_where(turn::Column::ResearchThreadId.eq(turn.research_thread_id))
+        .cond_where(
+            Condition::any().add(turn::Column::CreatedAt.lt(turn.created_at)).add(
+                Condition::all()
+                    .add(turn::Column::CreatedAt.eq(turn.created_at))
+                    .add(turn::Column::ResearchTaskJobId.lt(turn.research_task_job_id)),
+            ),
+        )
+        .to_owned();
+    job::Entity::find()
+        .filter(job::Column::Id.in_subquery(earlier))
+        .filter(Expr::cust_with_values(grant_holds, [now]))
+        .order_by_desc(job::Column::CreatedAt)
+        .order_by_desc(job::Column::Id)
+        .limit(limit)
+        .all(conn)
+        .await
+}

@@ -36,12 +36,12 @@ impl OpenAiEngine {
         evidence: &[Passage],
     ) -> Result<(Answer, Value, CostReport), EngineError> {
         let model = self.model_for(ctx);
-        let question = ctx.job.query.trim();
+        let question = ctx.question();
         let mut composer = Composer::new(ctx.answer, evidence.len());
         let started = Instant::now();
         let request = ChatRequest {
             model: model.clone(),
-            messages: prompts::answer_messages(question, evidence, &ctx.guidance()),
+            messages: prompts::answer_messages(question, evidence, &ctx.model_guidance()),
             json: false,
             max_tokens: None,
         };
@@ -143,7 +143,7 @@ impl OpenAiEngine {
         if !fits_deadline(ctx, expected_ms) {
             return Optional::Skipped("deadline");
         }
-        let messages = prompts::repair_messages(ctx.job.query.trim(), evidence, &ctx.guidance(), previous, problem);
+        let messages = prompts::repair_messages(ctx.question(), evidence, &ctx.model_guidance(), previous, problem);
         let request = ChatRequest { model: model.to_owned(), messages, json: false, max_tokens: None };
         let mut composer = Composer::new(ctx.answer, evidence.len());
         composer.restart();

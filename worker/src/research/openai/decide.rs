@@ -15,10 +15,10 @@ impl OpenAiEngine {
         ctx: &StageContext<'_>,
         so_far: &RoundsSoFar<'_>,
     ) -> Result<(Decision, Value), EngineError> {
-        let question = ctx.job.query.trim();
+        let question = ctx.question();
         let model = self.model_for(ctx);
         let messages =
-            prompts::decision_messages(question, &ctx.guidance(), so_far.evidence, so_far.searched, so_far.cap);
+            prompts::decision_messages(question, &ctx.model_guidance(), so_far.evidence, so_far.searched, so_far.cap);
         let prompt_tokens: i64 = messages.iter().map(|message| estimate_tokens(&message.content)).sum();
         let answer_tokens: i64 =
             so_far.evidence.iter().map(|passage| estimate_tokens(&passage.text)).sum::<i64>() + ANSWER_PROMPT_TOKENS;

@@ -11,6 +11,7 @@ mod clarify;
 mod client;
 mod decide;
 mod prompts;
+mod rewrite;
 mod tokens;
 
 use std::time::Duration;
@@ -80,7 +81,7 @@ impl OpenAiEngine {
     }
 
     fn mode(ctx: &StageContext<'_>) -> ResearchMode {
-        resolve_mode(ctx.job.mode.unwrap_or(ResearchMode::Auto), ctx.job.query.trim())
+        resolve_mode(ctx.job.mode.unwrap_or(ResearchMode::Auto), ctx.question())
     }
 
     /// Makes one call, retrying transient failures; every try is checked against the
@@ -219,9 +220,9 @@ impl OpenAiEngine {
         mode: ResearchMode,
         cap: usize,
     ) -> Result<(Plan, Value), EngineError> {
-        let question = ctx.job.query.trim();
+        let question = ctx.question();
         let model = self.model_for(ctx);
-        let messages = prompts::plan_messages(question, &ctx.guidance(), cap.saturating_sub(1).max(1));
+        let messages = prompts::plan_messages(question, &ctx.model_guidance(), cap.saturating_sub(1).max(1));
         // JSON mode where the server has it; one without is asked in words alone.
         let request = ChatRequest { model: model.clone(), messages, json: true, max_tokens: None };
         let output = self.call(ctx, Call { stage: "planning", request, composer: None }).await?;
@@ -269,7 +270,7 @@ impl ResearchEngine for OpenAiEngine {
         }
         if cap <= 1 {
             // One query is the question itself: nothing for a model to plan.
-            let mut query = ctx.job.query.trim().to_owned();
+            let mut query = ctx.question().to_owned();
             // A clarification's answer narrows what the one query searches.
             if let Some(Clarification { answer: Some(answer), .. }) = ctx.clarification {
                 query = format!("{query} {}", answer.trim());
@@ -279,6 +280,15 @@ impl ResearchEngine for OpenAiEngine {
         }
         let (plan, report) = self.model_plan(ctx, mode, cap).await?;
         Ok(Self::staged(ctx, plan, report))
+    }
+
+    async fn standalone(
+        &self,
+        ctx: &StageContext<'_>,
+        thread: &crate::research::thread::ThreadView,
+    ) -> Result<Staged<String>, EngineError> {
+        let (query, report) = self.model_standalone(ctx, thread).await?;
+        Ok(Staged { output: query, cost: CostReport::default(), report })
     }
 
     async fn retrieve(&self, ctx: &StageContext<'_>, plan: &Plan) -> Result<Staged<Vec<Retrieval>>, EngineError> {

@@ -157,6 +157,26 @@ pub fn parse_verdict(reply: &str) -> Option<bool> {
 /// The longest clarifying question kept, in characters.
 const MAX_CLARIFYING_CHARS: usize = 500;
 
+/// The conversation that asks for a follow-up's standalone query.
+pub fn rewrite_messages(question: &str, conversation: &[String]) -> Vec<Message> {
+    let system = "You rewrite a follow-up question of a conversation into one standalone search query that can be \
+                  understood without the conversation: resolve what it refers to (pronouns, \"and on Windows?\") \
+                  from the earlier questions and answers. Reply with the query only, on one line.";
+    let user = format!("{}\n\nFollow-up: {question}", conversation.join("\n"));
+    vec![Message { role: "system", content: system.to_owned() }, Message { role: "user", content: user }]
+}
+
+/// The standalone query a rewrite reply holds: its first line that says something, without
+/// a label or quotes around it; none when it is empty or longer than a question may be.
+pub fn parse_rewrite(reply: &str) -> Option<String> {
+    let line = reply.lines().map(str::trim).find(|line| !line.is_empty())?;
+    let line = line.strip_prefix("Query:").or_else(|| line.strip_prefix("query:")).unwrap_or(line).trim();
+    let line = line.trim_matches(|ch| matches!(ch, '"' | '\'' | '`' | '“' | '”')).trim();
+    // As long as a question may be (`createResearchTask`'s 4,000 characters).
+    let fits = !line.is_empty() && line.chars().count() <= 4_000;
+    fits.then(|| line.to_owned())
+}
+
 /// The conversation that asks whether a question is too ambiguous to research.
 pub fn clarify_messages(question: &str) -> Vec<Message> {
     let system = "You decide whether a research question can be researched as asked. Only when it is so ambiguous \

@@ -1,0 +1,47 @@
+//! What a turn of a research thread knows of its thread, read once per run: the earlier
+//! turns its grant-holding reader may read now (newest first, their latest answers), bounded
+//! by `KFS_THREAD_CONTEXT_CHARS`, and the standalone query planning made, read back from
+//! the event that ended planning (or the plan-approval wait's). A task outside threads
+//! costs one primary-key lookup.
+use entity::{ProgressEventType, research_task_job as job, research_task_progress_event as progress};
+use sea_orm::{DatabaseConnection, DbErr};
+
+use crate::research::thread::{ThreadView, bounded};
+use crate::store::{answer_traces, journal, threads};
+
+/// The most earlier turns read (a thread holds at most `KFS_THREAD_MAX_TURNS`).
+const MAX_TURNS_READ: u64 = 1_000;
+
+/// The thread view of `task`, `None` when it is no turn.
+pub(super) async fn load(
+    db: &DatabaseConnection,
+    task: &job::Model,
+    context_chars: usize,
+    now: i64,
+) -> Result<Option<ThreadView>, DbErr> {
+    let Some(turn) = threads::turn_of(db, task.id).await? else {
+        return Ok(None);
+    };
+    let earlier = threads::earlier_turns(db, &turn, now, MAX_TURNS_READ).await?;
+    let owners: Vec<_> = earlier.iter().map(|row| (row.id, row.tenant_id.clone(), row.subject_id.clone())).collect();
+    let traces = answer_traces::find_for_tasks(db, &owners).await?;
+    let turns = earlier
+        .into_iter()
+        .map(|row| {
+            let answer =
+                traces.iter().find(|trace| trace.research_task_id == Some(row.id)).map(|trace| trace.answer.clone());
+            (row.query, answer)
+        })
+        .collect();
+    Ok(Some(ThreadView::new(bounded(turns, context_chars), standalone_of(db, task).await?)))
+}
+
+/// The standalone query planning recorded for `task`, if it did.
+async fn standalone_of(db: &DatabaseConnection, task: &job::Model) -> Result<Option<String>, DbErr> {
+    let events = journal::by_key_prefix::<progress::Entity, _>(db, task.id, "stage:retrieving").await?;
+    let paused = journal::by_key_prefix::<progress::Entity, _>(db, task.id, "paused:").await?;
+    Ok(events
+        .iter()
+        .chain(paused.iter().filter(|event| event.event_type == ProgressEventType::Paused))
+        .find_map(|event| event.payload.get("standalone_query").and_then(|query| query.as_str()).map(str::to_owned)))
+}
