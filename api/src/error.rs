@@ -25,7 +25,10 @@ impl ToGql for ApiError {
         }
         async_graphql::Error::new(self.to_string()).extend_with(|_, values: &mut ErrorExtensionValues| {
             values.set("code", self.code());
-            if let Self::Conflict { current_stage, row_version, .. } = self {
+            if let Self::Conflict { current_stage, row_version, task_id, .. } = self {
+                if let Some(task_id) = task_id {
+                    values.set("taskId", task_id.to_string());
+                }
                 if let Some(stage) = current_stage {
                     values.set("currentStage", stage.as_str().to_ascii_uppercase());
                 }

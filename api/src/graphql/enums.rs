@@ -46,6 +46,38 @@ pub enum GqlMode {
     Deep,
 }
 
+/// What a new turn does when its thread has an unfinished turn (queued, running, paused by
+/// its owner or waiting for a person).
+#[derive(Enum, Debug, Clone, Copy, PartialEq, Eq)]
+#[graphql(name = "MultitaskStrategy")]
+pub enum GqlMultitaskStrategy {
+    /// Refuse it: CONFLICT, with `extensions.taskId` the turn in flight. Of turns sent at
+    /// once, exactly one is created.
+    Reject,
+    /// The default: it waits, QUEUED (holding no lease), until every earlier turn has
+    /// ended however it ends (completed, failed, canceled, deleted, rolled back, removed by
+    /// retention or erasure), then runs with them as context; the time it waited does not
+    /// count against its `limits.deadline_ms`. Turns sent at once run one after the other,
+    /// in the order they were created.
+    Enqueue,
+    /// Every unfinished turn is canceled (what it wrote stays) and the new one runs at
+    /// once, with them as context.
+    Interrupt,
+    /// Every unfinished turn is canceled and deleted; later turns never see them.
+    Rollback,
+}
+
+impl From<GqlMultitaskStrategy> for worker::app::threads::MultitaskStrategy {
+    fn from(strategy: GqlMultitaskStrategy) -> Self {
+        match strategy {
+            GqlMultitaskStrategy::Reject => Self::Reject,
+            GqlMultitaskStrategy::Enqueue => Self::Enqueue,
+            GqlMultitaskStrategy::Interrupt => Self::Interrupt,
+            GqlMultitaskStrategy::Rollback => Self::Rollback,
+        }
+    }
+}
+
 /// How a caller reached the service.
 #[derive(Enum, Debug, Clone, Copy, PartialEq, Eq)]
 #[graphql(name = "AccessChannel")]

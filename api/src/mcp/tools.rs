@@ -254,6 +254,7 @@ async fn create(state: &AppState, caller: &Principal, args: StartArgs) -> Result
         metadata: None,
         idempotency_key: args.idempotency_key,
         thread_id: None,
+        multitask_strategy: None,
     };
     tasks::create(&state.app, caller, request).await
 }

@@ -15,6 +15,9 @@ pub fn tests() -> Vec<DbTest> {
         an_idempotency_key_is_scoped_to_its_thread,
         deleting_a_thread_deletes_its_turns_and_is_audited,
         a_thread_holds_at_most_the_configured_turns,
+        reject_refuses_a_turn_while_one_is_in_flight_and_exactly_one_of_a_race_wins,
+        enqueue_holds_later_turns_back_until_the_earlier_ones_end_in_creation_order,
+        interrupt_cancels_and_rollback_deletes_the_turns_in_flight,
     ]
 }
 
@@ -220,6 +223,124 @@ async fn a_thread_holds_at_most_the_configured_turns(db: TestDb) -> anyhow::Resu
     ensure_eq!(body["errors"][0]["extensions"]["code"], json!("BAD_USER_INPUT"), "{body}");
     let message = body["errors"][0]["message"].as_str().unwrap_or_default();
     ensure!(message.contains("at most 2 turns"), "{message}");
+    api.stop().await;
+    Ok(())
+}
+
+const CREATE_TURN: &str = "mutation($input: CreateResearchTaskInput!) { createResearchTask(input: $input) { \
+    id threadId stage } }";
+
+/// A turn with a strategy (and optionally an idempotency key): the whole response.
+async fn strategy_turn(
+    api: &Api,
+    token: &str,
+    space: &str,
+    thread: &str,
+    strategy: &str,
+    key: Option<&str>,
+) -> anyhow::Result<Value> {
+    let input = json!({ "knowledgeSpaceId": space, "query": "And then?", "threadId": thread,
+                        "multitaskStrategy": strategy, "idempotencyKey": key });
+    api.call(Some(token), CREATE_TURN, json!({ "input": input })).await
+}
+
+async fn stage_of(api: &Api, token: &str, task: &Value) -> anyhow::Result<Value> {
+    let read =
+        api.data(Some(token), "query($id: UUID!) { researchTask(id: $id) { stage } }", json!({ "id": task })).await?;
+    Ok(read["researchTask"]["stage"].clone())
+}
+
+async fn reject_refuses_a_turn_while_one_is_in_flight_and_exactly_one_of_a_race_wins(db: TestDb) -> anyhow::Result<()> {
+    let api = Api::start(&db).await?;
+    let space = api.space("alice").await?;
+    let alice = api.token("alice");
+    let id = string_at(&thread(&api, &alice, &space, None).await?, "/id")?;
+    let first = strategy_turn(&api, &alice, &space, &id, "REJECT", Some("k1")).await?;
+    let first_id = first["data"]["createResearchTask"]["id"].clone();
+    ensure_eq!(first["data"]["createResearchTask"]["stage"], json!("QUEUED"), "{first}");
+    let refused = strategy_turn(&api, &alice, &space, &id, "REJECT", None).await?;
+    ensure_eq!(refused["errors"][0]["extensions"]["code"], json!("CONFLICT"), "{refused}");
+    ensure_eq!(refused["errors"][0]["extensions"]["taskId"], first_id, "names the turn in flight");
+    // A repeated key returns its turn, whatever the strategy.
+    let again = strategy_turn(&api, &alice, &space, &id, "REJECT", Some("k1")).await?;
+    ensure_eq!(again["data"]["createResearchTask"]["id"], first_id, "{again}");
+
+    // Eight at once on an idle thread: exactly one is created.
+    let idle = string_at(&thread(&api, &alice, &space, None).await?, "/id")?;
+    let sent = (0..8).map(|_| strategy_turn(&api, &alice, &space, &idle, "REJECT", None));
+    let answers = futures_util::future::join_all(sent).await;
+    let mut created = 0;
+    for answer in answers {
+        let answer = answer?;
+        if answer["data"]["createResearchTask"]["id"].is_string() {
+            created += 1;
+        } else {
+            ensure_eq!(answer["errors"][0]["extensions"]["code"], json!("CONFLICT"), "{answer}");
+        }
+    }
+    ensure_eq!(created, 1, "exactly one of a race wins");
+    api.stop().await;
+    Ok(())
+}
+
+async fn enqueue_holds_later_turns_back_until_the_earlier_ones_end_in_creation_order(db: TestDb) -> anyhow::Result<()> {
+    let api = Api::start(&db).await?;
+    let space = api.space("alice").await?;
+    let alice = api.token("alice");
+    let id = string_at(&thread(&api, &alice, &space, None).await?, "/id")?;
+    let mut turns = Vec::new();
+    for strategy in ["ENQUEUE", "ENQUEUE", "ENQUEUE"] {
+        let created = strategy_turn(&api, &alice, &space, &id, strategy, None).await?;
+        turns.push(created["data"]["createResearchTask"]["id"].clone());
+    }
+    // A task outside the thread is not held up.
+    let outside = api.task(&alice, &space).await?["id"].clone();
+    let notifier = worker::Notifier::new();
+    let claim = async || -> anyhow::Result<Vec<String>> {
+        let claimed = worker::lifecycle::claim_due(&db.db, &notifier, "w", 60_000, 10, entity::now_millis()).await?;
+        Ok(claimed.into_iter().map(|claimed| claimed.job.id.to_string()).collect())
+    };
+    let mut first = claim().await?;
+    first.sort();
+    let mut expected =
+        vec![turns[0].as_str().unwrap_or_default().to_owned(), outside.as_str().unwrap_or_default().to_owned()];
+    expected.sort();
+    ensure_eq!(first, expected, "only the first turn (and the task outside) is claimable");
+    ensure_eq!(claim().await?, Vec::<String>::new(), "the later turns hold no lease while they wait");
+    // However the first ends (canceled here), the second is next, then the third.
+    let cancel = "mutation($id: UUID!) { cancelResearchTask(id: $id) { stage } }";
+    api.data(Some(&alice), cancel, json!({ "id": turns[0] })).await?;
+    ensure_eq!(claim().await?, vec![turns[1].as_str().unwrap_or_default().to_owned()]);
+    api.data(Some(&alice), DELETE_TASK, json!({ "id": turns[1] })).await?;
+    ensure_eq!(claim().await?, vec![turns[2].as_str().unwrap_or_default().to_owned()], "a deleted turn releases too");
+    api.stop().await;
+    Ok(())
+}
+
+const DELETE_TASK: &str = "mutation($id: UUID!) { deleteResearchTask(id: $id) }";
+
+async fn interrupt_cancels_and_rollback_deletes_the_turns_in_flight(db: TestDb) -> anyhow::Result<()> {
+    let api = Api::start(&db).await?;
+    let space = api.space("alice").await?;
+    let alice = api.token("alice");
+    let id = string_at(&thread(&api, &alice, &space, None).await?, "/id")?;
+    let first =
+        strategy_turn(&api, &alice, &space, &id, "ENQUEUE", None).await?["data"]["createResearchTask"]["id"].clone();
+    let second =
+        strategy_turn(&api, &alice, &space, &id, "INTERRUPT", None).await?["data"]["createResearchTask"]["id"].clone();
+    ensure_eq!(stage_of(&api, &alice, &first).await?, json!("CANCELED"), "interrupted, kept");
+    ensure_eq!(stage_of(&api, &alice, &second).await?, json!("QUEUED"));
+    let third =
+        strategy_turn(&api, &alice, &space, &id, "ROLLBACK", None).await?["data"]["createResearchTask"]["id"].clone();
+    ensure_eq!(stage_of(&api, &alice, &second).await?, Value::Null, "rolled back: gone");
+    let read = api.data(Some(&alice), THREAD, json!({ "id": id })).await?;
+    let listed: Vec<Value> = read["researchThread"]["tasks"]["edges"]
+        .as_array()
+        .context("edges")?
+        .iter()
+        .map(|edge| edge["node"]["id"].clone())
+        .collect();
+    ensure_eq!(listed, vec![first, third], "the canceled turn stays; the rolled-back one is gone");
     api.stop().await;
     Ok(())
 }

@@ -31,6 +31,9 @@ pub enum AppError {
         current_stage: Option<Stage>,
         /// The task's row version now, when the conflict is about a task.
         row_version: Option<i32>,
+        /// The task the request conflicts with, when another task is in its way (a thread's
+        /// turn in flight).
+        task_id: Option<uuid::Uuid>,
     },
     /// A quota of the tenant is used up.
     #[error("{message}")]
@@ -78,7 +81,7 @@ impl AppError {
 
     /// A conflict that concerns no task.
     pub fn conflict(message: impl Into<String>) -> Self {
-        Self::Conflict { message: message.into(), current_stage: None, row_version: None }
+        Self::Conflict { message: message.into(), current_stage: None, row_version: None, task_id: None }
     }
 
     /// The `extensions.code` this error carries.
@@ -164,18 +167,21 @@ impl From<LifecycleError> for AppError {
                 message: format!("expectedRowVersion {expected} is stale; the task is at row version {actual}"),
                 current_stage: None,
                 row_version: Some(actual),
+                task_id: None,
             },
             LifecycleError::NotAllowed { command: "steer", current: current @ entity::Stage::Generating } => {
                 Self::Conflict {
                     message: "steer is not allowed while the task is generating: the answer is already being written, and a note would not reach it".to_owned(),
                     current_stage: Some(current),
                     row_version: None,
+                    task_id: None,
                 }
             }
             LifecycleError::NotAllowed { command, current } => Self::Conflict {
                 message: format!("{command} is not allowed while the task is {}", current.as_str()),
                 current_stage: Some(current),
                 row_version: None,
+                task_id: None,
             },
             LifecycleError::IdempotencyMismatch => {
                 Self::conflict("idempotencyKey was already used for a task with different input")
@@ -191,6 +197,12 @@ impl From<LifecycleError> for AppError {
             // Worker-only outcomes: no API path holds a lease or commits a stage boundary.
             LifecycleError::LeaseLost => Self::internal(anyhow::anyhow!("lease lost on an API path")),
             LifecycleError::GrantDenied(_) => Self::internal(anyhow::anyhow!("a stage boundary on an API path")),
+            LifecycleError::TurnInFlight(task_id) => Self::Conflict {
+                message: "the thread has a turn in flight, and multitaskStrategy REJECT refuses another".to_owned(),
+                current_stage: None,
+                row_version: None,
+                task_id: Some(task_id),
+            },
             LifecycleError::TooManyTurns(limit) => {
                 Self::BadUserInput(format!("a research thread holds at most {limit} turns (KFS_THREAD_MAX_TURNS)"))
             }
@@ -215,6 +227,7 @@ impl From<LifecycleError> for AppError {
                 },
                 current_stage: Some(current),
                 row_version: None,
+                task_id: None,
             },
             LifecycleError::TenantBeingErased => {
                 Self::conflict("the tenant is being erased: nothing new is accepted for it until the erasure completes")

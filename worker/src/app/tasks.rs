@@ -34,6 +34,8 @@ pub struct TaskRequest {
     pub idempotency_key: Option<String>,
     /// The thread the task is a turn of (the caller's, in the same space).
     pub thread_id: Option<Uuid>,
+    /// What to do when the thread has an unfinished turn (`ENQUEUE` when absent).
+    pub multitask_strategy: Option<super::threads::MultitaskStrategy>,
 }
 
 /// The longest steering note, in characters.
@@ -46,19 +48,8 @@ pub const MAX_ANSWER_CHARS: usize = 4_000;
 /// caller belongs to (or its API key is bound to). Repeating a request with the same
 /// idempotency key returns the same task.
 pub async fn create(app: &App, caller: &Principal, request: TaskRequest) -> Result<job::Model, AppError> {
-    let thread_id = request.thread_id;
+    let (thread_id, strategy) = (request.thread_id, request.multitask_strategy.unwrap_or_default());
     let fields = validated(request, app.rules.max_execution_attempts)?;
-    let thread = match thread_id {
-        Some(id) => {
-            // Another subject's or tenant's thread answers as a missing one.
-            let found = super::threads::find(app, caller, id).await?.ok_or(AppError::NotFound)?;
-            if found.knowledge_space_id != fields.knowledge_space_id {
-                return Err(AppError::bad_input("knowledgeSpaceId must be the thread's space"));
-            }
-            Some(lifecycle::ThreadTurn { thread_id: id, max_turns: app.rules.thread_max_turns })
-        }
-        None => None,
-    };
     let source = match space_access(&app.db, caller, fields.knowledge_space_id).await? {
         None => return Err(AppError::NotFound),
         Some(SpaceAccess::Member(member)) => GrantSource::Member { revision: member.revision, role: member.role },
@@ -72,6 +63,16 @@ pub async fn create(app: &App, caller: &Principal, request: TaskRequest) -> Resu
         subject_id: caller.subject_id.clone(),
         access_channel: caller.channel,
         source,
+    };
+    let thread = match thread_id {
+        Some(id) => {
+            // A repeated key names its turn: the strategy never acts on it.
+            let replay = fields.idempotency_key.as_deref().map(|key| lifecycle::key_task_id(&grant, key, Some(id)));
+            let turn =
+                super::threads::NextTurn { thread_id: id, space_id: fields.knowledge_space_id, strategy, replay };
+            Some(super::threads::prepare_turn(app, caller, turn).await?)
+        }
+        None => None,
     };
     let input = NewTask { thread, ..fields.into_new(grant, app.rules.quotas) };
     let created = lifecycle::create(&app.db, &app.notifier, input, now_millis()).await?;
@@ -200,9 +201,12 @@ pub async fn run(
 async fn with_current(app: &App, id: Uuid, error: LifecycleError) -> AppError {
     let current: Option<job::Model> = tasks::find(&app.db, id).await.ok().flatten();
     match (AppError::from(error), current) {
-        (AppError::Conflict { message, .. }, Some(task)) => {
-            AppError::Conflict { message, current_stage: Some(task.stage), row_version: Some(task.row_version) }
-        }
+        (AppError::Conflict { message, .. }, Some(task)) => AppError::Conflict {
+            message,
+            current_stage: Some(task.stage),
+            row_version: Some(task.row_version),
+            task_id: None,
+        },
         (other, _) => other,
     }
 }

@@ -15,6 +15,74 @@ use super::writes::{begin, begin_creating};
 use super::{App, AppError, Principal};
 use crate::store::threads;
 
+/// What a new turn does when its thread has an unfinished turn (queued, running, paused
+/// by its owner or waiting for a person).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum MultitaskStrategy {
+    /// Refuse the new turn: CONFLICT naming the turn in flight (decided under the
+    /// thread's lock, so of turns sent at once exactly one wins).
+    Reject,
+    /// The new turn waits, queued and unleased, until every earlier turn has ended
+    /// (however it ends), then runs with them as context.
+    #[default]
+    Enqueue,
+    /// Every unfinished turn is canceled (what it wrote stays), and the new one runs with
+    /// them as context.
+    Interrupt,
+    /// Every unfinished turn is canceled and deleted: later turns never see them.
+    Rollback,
+}
+
+/// A turn about to be added.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct NextTurn {
+    /// Its thread.
+    pub thread_id: Uuid,
+    /// The space the task is asked in.
+    pub space_id: Uuid,
+    /// What to do about unfinished turns.
+    pub strategy: MultitaskStrategy,
+    /// The task a repeated idempotency key names, which the strategy never touches.
+    pub replay: Option<Uuid>,
+}
+
+/// Checks the caller's thread for a new turn and carries out its strategy on the turns
+/// in flight (`REJECT` is decided when the turn is written, under the thread's lock).
+pub(super) async fn prepare_turn(
+    app: &App,
+    caller: &Principal,
+    turn: NextTurn,
+) -> Result<crate::lifecycle::ThreadTurn, AppError> {
+    // Another subject's or tenant's thread answers as a missing one.
+    let found = find(app, caller, turn.thread_id).await?.ok_or(AppError::NotFound)?;
+    if found.knowledge_space_id != turn.space_id {
+        return Err(AppError::bad_input("knowledgeSpaceId must be the thread's space"));
+    }
+    let replayed = match turn.replay {
+        Some(id) => threads::turn_of(&app.db, id).await?.is_some_and(|row| row.research_thread_id == turn.thread_id),
+        None => false,
+    };
+    if !replayed && matches!(turn.strategy, MultitaskStrategy::Interrupt | MultitaskStrategy::Rollback) {
+        let actor = Actor { principal: caller, request_id: None };
+        for task in threads::unfinished_turns(&app.db, turn.thread_id).await? {
+            let ended = match turn.strategy {
+                MultitaskStrategy::Rollback => super::deletes::task(app, actor, task.id).await,
+                _ => super::tasks::run(app, caller, task.id, None, super::tasks::Command::Cancel).await.map(|_| ()),
+            };
+            match ended {
+                // It ended (or went) meanwhile: nothing left to stop.
+                Ok(()) | Err(AppError::NotFound | AppError::Conflict { .. }) => {}
+                Err(error) => return Err(error),
+            }
+        }
+    }
+    Ok(crate::lifecycle::ThreadTurn {
+        thread_id: turn.thread_id,
+        max_turns: app.rules.thread_max_turns,
+        reject_in_flight: turn.strategy == MultitaskStrategy::Reject && !replayed,
+    })
+}
+
 /// A thread to create, as a channel received it.
 #[derive(Debug, Clone, Default)]
 pub struct ThreadRequest {

@@ -46,6 +46,10 @@ pub struct ThreadTurn {
     pub thread_id: Uuid,
     /// The most turns a thread holds (`KFS_THREAD_MAX_TURNS`).
     pub max_turns: u64,
+    /// Whether a thread with an unfinished turn refuses this one (`REJECT`); otherwise it
+    /// waits, queued, behind them (`ENQUEUE`: the claim skips a turn an earlier one holds
+    /// up).
+    pub reject_in_flight: bool,
 }
 
 /// A created (or, for a repeated idempotency key, the earlier) task.
@@ -65,7 +69,7 @@ const IDEMPOTENCY_NAMESPACE: Uuid = Uuid::from_u128(0x6b66_7372_6573_6561_7263_6
 /// turn), so the same key from another subject names another task. The parts are encoded
 /// as a JSON array, so no choice of strings makes two tuples one name (a separator could
 /// appear inside a part).
-fn derived_id(grant: &GrantRequest, key: &str, thread: Option<Uuid>) -> Uuid {
+pub fn key_task_id(grant: &GrantRequest, key: &str, thread: Option<Uuid>) -> Uuid {
     let space = grant.knowledge_space_id.to_string();
     let mut parts = vec![grant.tenant_id.as_str(), &space, grant.subject_id.as_str(), key];
     let thread = thread.map(|id| format!("thread:{id}"));
@@ -85,7 +89,7 @@ pub async fn create(
     now: i64,
 ) -> Result<Created, LifecycleError> {
     let id = match &input.idempotency_key {
-        Some(key) => derived_id(&input.grant, key, input.thread.map(|turn| turn.thread_id)),
+        Some(key) => key_task_id(&input.grant, key, input.thread.map(|turn| turn.thread_id)),
         None => Uuid::now_v7(),
     };
     tracing::Span::current().record("task.id", tracing::field::display(id));
@@ -144,6 +148,23 @@ async fn insert(
     let txn = begin_write(db).await?;
     super::seal::guard(&txn, &input.grant.tenant_id).await?;
     super::quota::check(&txn, input.quotas, &input.grant.tenant_id, now).await?;
+    let mut now = now;
+    if let Some(turn) = input.thread {
+        // The thread's row lock orders its turns; one deleted meanwhile is not found.
+        store::threads::lock(&txn, turn.thread_id).await?.ok_or(LifecycleError::NotFound)?;
+        if turn.reject_in_flight
+            && let Some(in_flight) = store::threads::unfinished_turns(&txn, turn.thread_id).await?.pop()
+        {
+            return Err(LifecycleError::TurnInFlight(in_flight.id));
+        }
+        if store::threads::turn_count(&txn, turn.thread_id).await? >= turn.max_turns {
+            return Err(LifecycleError::TooManyTurns(turn.max_turns));
+        }
+        // Turns are ordered by creation time: strictly later than the last, in lock order.
+        if let Some(last) = store::threads::last_turn_at(&txn, turn.thread_id).await? {
+            now = now.max(last.saturating_add(1));
+        }
+    }
     let snapshot = grant::snapshot_of(Uuid::now_v7(), &input.grant, now);
     let task = job::Model {
         id,
@@ -184,13 +205,6 @@ async fn insert(
         snapshot,
         task,
     };
-    if let Some(turn) = input.thread {
-        // The thread's row lock orders its turns; one deleted meanwhile is not found.
-        store::threads::lock(&txn, turn.thread_id).await?.ok_or(LifecycleError::NotFound)?;
-        if store::threads::turn_count(&txn, turn.thread_id).await? >= turn.max_turns {
-            return Err(LifecycleError::TooManyTurns(turn.max_turns));
-        }
-    }
     let task = store::tasks::create(&txn, rows).await?;
     if let Some(turn) = input.thread {
         store::threads::add_turn(&txn, turn.thread_id, task.id, now).await?;
@@ -221,17 +235,17 @@ mod tests {
     fn no_choice_of_subject_and_key_makes_two_callers_share_a_task_id() {
         // Joined with a separator these would be one name: "t\0victim\0x\0k".
         assert_ne!(
-            derived_id(&grant("t", "victim"), "x\u{0}k", None),
-            derived_id(&grant("t", "victim\u{0}x"), "k", None)
+            key_task_id(&grant("t", "victim"), "x\u{0}k", None),
+            key_task_id(&grant("t", "victim\u{0}x"), "k", None)
         );
         assert_ne!(
-            derived_id(&grant("t\u{0}victim", "x"), "k", None),
-            derived_id(&grant("t", "victim\u{0}x"), "k", None)
+            key_task_id(&grant("t\u{0}victim", "x"), "k", None),
+            key_task_id(&grant("t", "victim\u{0}x"), "k", None)
         );
-        assert_eq!(derived_id(&grant("t", "victim"), "k", None), derived_id(&grant("t", "victim"), "k", None));
+        assert_eq!(key_task_id(&grant("t", "victim"), "k", None), key_task_id(&grant("t", "victim"), "k", None));
         // A key is scoped to its thread.
         let (one, two) = (Some(Uuid::from_u128(1)), Some(Uuid::from_u128(2)));
-        assert_ne!(derived_id(&grant("t", "a"), "k", one), derived_id(&grant("t", "a"), "k", two));
-        assert_ne!(derived_id(&grant("t", "a"), "k", one), derived_id(&grant("t", "a"), "k", None));
+        assert_ne!(key_task_id(&grant("t", "a"), "k", one), key_task_id(&grant("t", "a"), "k", two));
+        assert_ne!(key_task_id(&grant("t", "a"), "k", one), key_task_id(&grant("t", "a"), "k", None));
     }
 }

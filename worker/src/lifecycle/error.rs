@@ -63,6 +63,9 @@ pub enum LifecycleError {
         /// The task's stage.
         current: Stage,
     },
+    /// The thread has an unfinished turn (this one), and the new turn was to be refused then.
+    #[error("the thread has a turn in flight")]
+    TurnInFlight(uuid::Uuid),
     /// The thread already holds the most turns it may.
     #[error("a research thread holds at most {0} turns")]
     TooManyTurns(u64),

@@ -36,7 +36,7 @@ pub use boundary::{
 };
 pub use claim::{Claim, claim_due, claim_fairly};
 pub use commands::{cancel, pause, resume};
-pub use create::{Created, NewTask, ThreadTurn, create};
+pub use create::{Created, NewTask, ThreadTurn, create, key_task_id};
 pub use dispatch::{DispatchOutcome, Published, record_dispatches};
 pub use draft::write_answer_draft;
 pub use erase::{

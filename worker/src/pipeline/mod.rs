@@ -152,7 +152,11 @@ impl Pipeline {
                 return self.release(&lease).await;
             }
             if let Some(deadline) = limits_of(&task).deadline_ms.map(|deadline| deadline.get())
-                && self.clock.now() - task.created_at - human.waited_ms > deadline
+                && self.clock.now()
+                    - task.created_at
+                    - human.waited_ms
+                    - thread.as_ref().map_or(0, |view| view.waited_ms)
+                    > deadline
             {
                 let message = format!("limit exceeded: limits.deadline_ms {deadline} passed");
                 return self.fail(&lease, message, false, CostDelta::none()).await;

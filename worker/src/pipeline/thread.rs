@@ -33,7 +33,10 @@ pub(super) async fn load(
             (row.query, answer)
         })
         .collect();
-    Ok(Some(ThreadView::new(bounded(turns, context_chars), standalone_of(db, task).await?)))
+    let mut view = ThreadView::new(bounded(turns, context_chars), standalone_of(db, task).await?);
+    // Held up behind earlier turns (ENQUEUE): that wait is not the task's own time.
+    view.waited_ms = threads::earlier_ended_at(db, &turn).await?.map_or(0, |ended| (ended - task.created_at).max(0));
+    Ok(Some(view))
 }
 
 /// The standalone query planning recorded for `task`, if it did.

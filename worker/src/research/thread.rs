@@ -28,12 +28,15 @@ pub struct ThreadView {
     pub turns: Vec<PriorTurn>,
     /// The standalone query, once planning made it (or read back from planning's event).
     pub standalone: OnceLock<String>,
+    /// How long the turn waited, queued, for earlier turns to end, in milliseconds: not
+    /// counted against its `limits.deadline_ms`.
+    pub waited_ms: i64,
 }
 
 impl ThreadView {
     /// The earlier turns and, when planning already made it, the standalone query.
     pub fn new(turns: Vec<PriorTurn>, standalone: Option<String>) -> Self {
-        let view = Self { turns, standalone: OnceLock::new() };
+        let view = Self { turns, standalone: OnceLock::new(), waited_ms: 0 };
         if let Some(query) = standalone {
             let _ = view.standalone.set(query);
         }

@@ -167,3 +167,67 @@ pub async fn earlier_turns<C: ConnectionTrait>(
         .all(conn)
         .await
 }
+
+/// The thread's unfinished turns (queued, running or paused), oldest first.
+pub async fn unfinished_turns<C: ConnectionTrait>(conn: &C, thread_id: Uuid) -> Result<Vec<job::Model>, DbErr> {
+    let turns = Query::select()
+        .column(turn::Column::ResearchTaskJobId)
+        .from(turn::Entity)
+        .and_where(turn::Column::ResearchThreadId.eq(thread_id))
+        .to_owned();
+    job::Entity::find()
+        .filter(job::Column::Id.in_subquery(turns))
+        .filter(Expr::cust(format!("\"stage\" IN ({})", migration::UNFINISHED)))
+        .order_by_asc(job::Column::CreatedAt)
+        .order_by_asc(job::Column::Id)
+        .all(conn)
+        .await
+}
+
+/// When the thread's newest turn was added.
+pub async fn last_turn_at<C: ConnectionTrait>(conn: &C, thread_id: Uuid) -> Result<Option<i64>, DbErr> {
+    turn::Entity::find()
+        .select_only()
+        .column(turn::Column::CreatedAt)
+        .filter(turn::Column::ResearchThreadId.eq(thread_id))
+        .order_by_desc(turn::Column::CreatedAt)
+        .into_tuple()
+        .one(conn)
+        .await
+}
+
+/// The SQL condition on `research_task_jobs` that holds for a queued turn an earlier
+/// unfinished turn of its thread holds up (`ENQUEUE`): the claim skips it. A task outside
+/// threads costs one primary-key probe of `research_thread_turns`.
+pub fn held_up_turn() -> String {
+    format!(
+        "\"research_task_jobs\".\"stage\" = 'queued' AND EXISTS (SELECT 1 FROM \"research_thread_turns\" AS \"mine\" \
+         JOIN \"research_thread_turns\" AS \"before\" ON \"before\".\"research_thread_id\" = \"mine\".\"research_thread_id\" \
+         AND (\"before\".\"created_at\" < \"mine\".\"created_at\" OR (\"before\".\"created_at\" = \"mine\".\"created_at\" \
+         AND \"before\".\"research_task_job_id\" < \"mine\".\"research_task_job_id\")) \
+         JOIN \"research_task_jobs\" AS \"earlier\" ON \"earlier\".\"id\" = \"before\".\"research_task_job_id\" \
+         WHERE \"mine\".\"research_task_job_id\" = \"research_task_jobs\".\"id\" AND \"earlier\".\"stage\" IN ({}))",
+        migration::UNFINISHED
+    )
+}
+
+/// When the last of the turns before `turn` ended (`completed_at` of a finished turn), if
+/// one ended after `turn` was added: how long an enqueued turn was held up.
+pub async fn earlier_ended_at<C: ConnectionTrait>(conn: &C, turn: &turn::Model) -> Result<Option<i64>, DbErr> {
+    let earlier = Query::select()
+        .column(turn::Column::ResearchTaskJobId)
+        .from(turn::Entity)
+        .and_where(turn::Column::ResearchThreadId.eq(turn.research_thread_id))
+        .and_where(turn::Column::CreatedAt.lt(turn.created_at))
+        .to_owned();
+    job::Entity::find()
+        .select_only()
+        .column(job::Column::CompletedAt)
+        .filter(job::Column::Id.in_subquery(earlier))
+        .filter(job::Column::CompletedAt.gt(turn.created_at))
+        .order_by_desc(job::Column::CompletedAt)
+        .into_tuple::<Option<i64>>()
+        .one(conn)
+        .await
+        .map(Option::flatten)
+}

@@ -103,6 +103,10 @@ pub struct CreateResearchTaskInput {
     /// thread holds at most `KFS_THREAD_MAX_TURNS` turns (500 by default); one more is
     /// BAD_USER_INPUT.
     pub thread_id: Option<Uuid>,
+    /// With `threadId`: what to do when the thread has an unfinished turn (ENQUEUE when
+    /// null). A repeated `idempotencyKey` returns its turn whatever the strategy. Ignored
+    /// outside a thread.
+    pub multitask_strategy: Option<crate::graphql::enums::GqlMultitaskStrategy>,
 }
 
 /// A new research thread.
@@ -140,6 +144,7 @@ impl CreateResearchTaskInput {
             metadata: self.metadata.map(|Json(metadata)| metadata),
             idempotency_key: self.idempotency_key,
             thread_id: self.thread_id,
+            multitask_strategy: self.multitask_strategy.map(Into::into),
         }
     }
 }

@@ -111,6 +111,8 @@ pub async fn due<C: ConnectionTrait>(
         // The partial index's own predicate, so both planners read it.
         .filter(Expr::cust(format!("\"stage\" IN ({})", migration::UNFINISHED)))
         .filter(Condition::any().add(runnable).add(waking))
+        // A turn waits, queued, while an earlier turn of its thread is unfinished.
+        .filter(Expr::cust(format!("NOT ({})", crate::store::threads::held_up_turn())))
         .order_by_asc(job::Column::UpdatedAt)
         .order_by_asc(job::Column::Id)
         .limit(limit);
