@@ -31,10 +31,33 @@ pub fn all() -> Vec<Tool> {
     // Every stage the domain has, so a new one reaches the tools' schema with no edit here.
     let stages: Vec<&str> = <entity::Stage as sea_orm::Iterable>::iter().map(entity::Stage::as_str).collect();
     let stage = json!({ "type": "string", "enum": stages });
+    let thread_id = json!({
+        "type": ["string", "null"],
+        "format": "uuid",
+        "description": "The research thread the task is a turn of; null outside a thread.",
+    });
     let task_state = json!({
         "type": "object",
-        "properties": { "task_id": task_id, "stage": stage },
+        "properties": { "task_id": task_id, "stage": stage, "thread_id": thread_id },
         "required": ["task_id", "stage"],
+    });
+    let thread_inputs = json!({
+        "thread_id": {
+            "type": "string",
+            "format": "uuid",
+            "description": "Ask in this research thread (yours, in space_id): the question is a follow-up that \
+                            sees the thread's earlier turns.",
+        },
+        "new_thread": {
+            "type": "boolean",
+            "description": "Start a new research thread with this question (its id is answered as thread_id).",
+        },
+        "multitask_strategy": {
+            "type": "string",
+            "enum": ["reject", "enqueue", "interrupt", "rollback"],
+            "description": "When the thread has an unfinished turn: refuse (CONFLICT), wait behind it (the \
+                            default), cancel it, or cancel and delete it.",
+        },
     });
     let citation = json!({
         "type": "object",
@@ -86,6 +109,8 @@ pub fn all() -> Vec<Tool> {
         "properties": {
             "task_id": task_id,
             "stage": stage,
+            "thread_id": thread_id,
+            "thread_id": thread_id,
             "rounds_done": { "type": "integer", "description": "Rounds of retrieval and analysis finished." },
             "answer": { "type": "string", "description": "The answer, once completed, citing [n]." },
             "citations": { "type": "array", "items": citation },
@@ -125,24 +150,27 @@ pub fn all() -> Vec<Tool> {
             "start_research",
             "Start a research task over a knowledge space; returns at once with the task's id. Poll \
              get_research until its stage is completed, failed or canceled.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "space_id": { "type": "string", "format": "uuid" },
-                    "question": { "type": "string", "minLength": 1, "maxLength": 4000 },
-                    "mode": { "type": "string", "enum": ["auto", "fast", "research", "deep"] },
-                    "top_k": { "type": "integer", "minimum": 1, "maximum": 50 },
-                    "budget_usd": { "type": "number", "minimum": 0 },
-                    "limits": {
-                        "type": "object",
-                        "description": concat!("The same limits as GraphQL's createResearchTask:\n", entity::task_limits_doc!()),
+            with_properties(
+                &thread_inputs,
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "space_id": { "type": "string", "format": "uuid" },
+                        "question": { "type": "string", "minLength": 1, "maxLength": 4000 },
+                        "mode": { "type": "string", "enum": ["auto", "fast", "research", "deep"] },
+                        "top_k": { "type": "integer", "minimum": 1, "maximum": 50 },
+                        "budget_usd": { "type": "number", "minimum": 0 },
+                        "limits": {
+                            "type": "object",
+                            "description": concat!("The same limits as GraphQL's createResearchTask:\n", entity::task_limits_doc!()),
+                        },
+                        "filters": filters,
+                        "idempotency_key": { "type": "string", "maxLength": 255 },
                     },
-                    "filters": filters,
-                    "idempotency_key": { "type": "string", "maxLength": 255 },
-                },
-                "required": ["space_id", "question"],
-                "additionalProperties": false,
-            }),
+                    "required": ["space_id", "question"],
+                    "additionalProperties": false,
+                }),
+            ),
             task_state.clone(),
             ToolAnnotations::new().read_only(false).destructive(false).idempotent(false),
         ),
@@ -176,20 +204,23 @@ pub fn all() -> Vec<Tool> {
              at each stage and round when the call carries a progress token; the task's id is in the first \
              progress message, so get_research can pick it up if the call is abandoned). At most 8 calls of \
              one caller wait at once; more are RATE_LIMITED (use start_research and get_research).",
-            json!({
-                "type": "object",
-                "properties": {
-                    "space_id": { "type": "string", "format": "uuid" },
-                    "question": { "type": "string", "minLength": 1, "maxLength": 4000 },
-                    "mode": { "type": "string", "enum": ["auto", "fast", "research", "deep"] },
-                    "top_k": { "type": "integer", "minimum": 1, "maximum": 50 },
-                    "budget_usd": { "type": "number", "minimum": 0 },
-                    "limits": { "type": "object", "description": "As start_research's limits." },
-                    "filters": filters,
-                },
-                "required": ["space_id", "question"],
-                "additionalProperties": false,
-            }),
+            with_properties(
+                &thread_inputs,
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "space_id": { "type": "string", "format": "uuid" },
+                        "question": { "type": "string", "minLength": 1, "maxLength": 4000 },
+                        "mode": { "type": "string", "enum": ["auto", "fast", "research", "deep"] },
+                        "top_k": { "type": "integer", "minimum": 1, "maximum": 50 },
+                        "budget_usd": { "type": "number", "minimum": 0 },
+                        "limits": { "type": "object", "description": "As start_research's limits." },
+                        "filters": filters,
+                    },
+                    "required": ["space_id", "question"],
+                    "additionalProperties": false,
+                }),
+            ),
             research_output,
             ToolAnnotations::new().read_only(false).destructive(false).idempotent(false),
         ),
@@ -256,6 +287,14 @@ fn tool(name: &'static str, description: &'static str, input: Value, output: Val
     Tool::new(name, description, Arc::new(object(input)))
         .with_raw_output_schema(Arc::new(object(output)))
         .with_annotations(hints)
+}
+
+/// `schema` with `extra`'s properties added to its own.
+fn with_properties(extra: &Value, mut schema: Value) -> Value {
+    if let (Some(properties), Some(extra)) = (schema["properties"].as_object_mut(), extra.as_object()) {
+        properties.extend(extra.clone());
+    }
+    schema
 }
 
 fn object(value: Value) -> JsonObject {

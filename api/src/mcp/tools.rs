@@ -15,6 +15,7 @@ use uuid::Uuid;
 use crate::error::ApiError;
 use worker::app::Principal;
 use worker::app::tasks::{self, Command, TaskRequest};
+use worker::app::threads::{MultitaskStrategy, ThreadRequest};
 
 use crate::state::AppState;
 
@@ -137,6 +138,9 @@ struct StartArgs {
     limits: Option<Value>,
     filters: Option<Value>,
     idempotency_key: Option<String>,
+    thread_id: Option<Uuid>,
+    multitask_strategy: Option<String>,
+    new_thread: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -149,6 +153,9 @@ struct ResearchArgs {
     budget_usd: Option<f64>,
     limits: Option<Value>,
     filters: Option<Value>,
+    thread_id: Option<Uuid>,
+    multitask_strategy: Option<String>,
+    new_thread: Option<bool>,
 }
 
 impl ResearchArgs {
@@ -162,6 +169,9 @@ impl ResearchArgs {
             limits: self.limits,
             filters: self.filters,
             idempotency_key: None,
+            thread_id: self.thread_id,
+            multitask_strategy: self.multitask_strategy,
+            new_thread: self.new_thread,
         }
     }
 }
@@ -222,7 +232,27 @@ async fn list_spaces(state: &AppState, caller: &Principal) -> Result<Value, ApiE
 const LISTED_SPACES: u64 = 100;
 
 async fn start_research(state: &AppState, caller: &Principal, args: StartArgs) -> Result<Value, ApiError> {
-    Ok(task_state(&create(state, caller, args).await?))
+    let task = create(state, caller, args).await?;
+    let mut state_of = task_state(&task);
+    state_of["thread_id"] = json!(thread_of(state, task.id).await?);
+    Ok(state_of)
+}
+
+/// The thread a task is a turn of, if any.
+async fn thread_of(state: &AppState, task_id: Uuid) -> Result<Option<Uuid>, ApiError> {
+    Ok(worker::app::batches::threads_of_tasks(&state.db, &[task_id]).await?.remove(&task_id))
+}
+
+/// The thread a new task goes in: `thread_id`, or a new one (`new_thread: true`).
+async fn thread_for(state: &AppState, caller: &Principal, args: &StartArgs) -> Result<Option<Uuid>, ApiError> {
+    match (args.thread_id, args.new_thread.unwrap_or(false)) {
+        (Some(_), true) => Err(ApiError::bad_input("give thread_id or new_thread, not both")),
+        (thread, false) => Ok(thread),
+        (None, true) => {
+            let request = ThreadRequest { knowledge_space_id: args.space_id, ..ThreadRequest::default() };
+            Ok(Some(worker::app::threads::create(&state.app, caller, request).await?.id))
+        }
+    }
 }
 
 /// A `research` call's task, created and committed (the tasks extension's path).
@@ -243,6 +273,17 @@ async fn create(state: &AppState, caller: &Principal, args: StartArgs) -> Result
                 .map_err(|_| ApiError::bad_input("mode must be one of auto, fast, research, deep"))?,
         ),
     };
+    let multitask_strategy = match args.multitask_strategy.as_deref() {
+        None => None,
+        Some("reject") => Some(MultitaskStrategy::Reject),
+        Some("enqueue") => Some(MultitaskStrategy::Enqueue),
+        Some("interrupt") => Some(MultitaskStrategy::Interrupt),
+        Some("rollback") => Some(MultitaskStrategy::Rollback),
+        Some(_) => {
+            return Err(ApiError::bad_input("multitask_strategy must be one of reject, enqueue, interrupt, rollback"));
+        }
+    };
+    let thread_id = thread_for(state, caller, &args).await?;
     let request = TaskRequest {
         knowledge_space_id: args.space_id,
         query: args.question,
@@ -253,8 +294,8 @@ async fn create(state: &AppState, caller: &Principal, args: StartArgs) -> Result
         filters: args.filters,
         metadata: None,
         idempotency_key: args.idempotency_key,
-        thread_id: None,
-        multitask_strategy: None,
+        thread_id,
+        multitask_strategy,
     };
     tasks::create(&state.app, caller, request).await
 }
@@ -268,6 +309,7 @@ pub(super) async fn get_research(state: &AppState, caller: &Principal, id: Uuid)
     let tasks::TaskOverview { task, rounds_done, cost_usd, awaiting, trace } =
         tasks::overview(&state.app, caller, id).await?;
     let mut result = task_state(&task);
+    result["thread_id"] = json!(thread_of(state, task.id).await?);
     result["rounds_done"] = json!(rounds_done);
     result["cost_usd"] = json!(cost_usd);
     if let Some(wait) = awaiting {

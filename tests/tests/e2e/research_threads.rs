@@ -18,6 +18,7 @@ pub fn tests() -> Vec<DbTest> {
         reject_refuses_a_turn_while_one_is_in_flight_and_exactly_one_of_a_race_wins,
         enqueue_holds_later_turns_back_until_the_earlier_ones_end_in_creation_order,
         interrupt_cancels_and_rollback_deletes_the_turns_in_flight,
+        mcp_starts_a_thread_asks_in_it_and_answers_its_id,
     ]
 }
 
@@ -341,6 +342,56 @@ async fn interrupt_cancels_and_rollback_deletes_the_turns_in_flight(db: TestDb) 
         .map(|edge| edge["node"]["id"].clone())
         .collect();
     ensure_eq!(listed, vec![first, third], "the canceled turn stays; the rolled-back one is gone");
+    api.stop().await;
+    Ok(())
+}
+
+async fn mcp_starts_a_thread_asks_in_it_and_answers_its_id(db: TestDb) -> anyhow::Result<()> {
+    use crate::mcp_endpoint::call;
+    let api = Api::start(&db).await?;
+    let space = api.space("alice").await?;
+    let alice = api.token("alice");
+    let started = call(
+        &api,
+        &alice,
+        "start_research",
+        json!({ "space_id": space, "question": "How do leases work?",
+                                                              "new_thread": true }),
+    )
+    .await?;
+    let content = &started["result"]["structuredContent"];
+    let thread = content["thread_id"].as_str().context("a new thread's id")?.to_owned();
+    let first = content["task_id"].clone();
+    let read = api.data(Some(&alice), THREAD, json!({ "id": thread })).await?;
+    ensure_eq!(read["researchThread"]["tasks"]["edges"][0]["node"]["id"], first, "the question is its first turn");
+
+    let ask = |strategy: &'static str| {
+        let arguments = json!({ "space_id": space, "question": "And when they expire?", "thread_id": thread,
+                                "multitask_strategy": strategy });
+        call(&api, &alice, "start_research", arguments)
+    };
+    let refused = ask("reject").await?;
+    ensure_eq!(refused["result"]["isError"], json!(true), "{refused}");
+    let text = refused["result"]["content"][0]["text"].as_str().unwrap_or_default();
+    ensure!(text.contains("CONFLICT") || text.contains("in flight"), "{text}");
+    let queued = ask("enqueue").await?;
+    let second = queued["result"]["structuredContent"]["task_id"].clone();
+    ensure_eq!(queued["result"]["structuredContent"]["thread_id"], json!(thread));
+    let got = call(&api, &alice, "get_research", json!({ "task_id": second })).await?;
+    ensure_eq!(got["result"]["structuredContent"]["thread_id"], json!(thread), "{got}");
+    let plain = call(&api, &alice, "start_research", json!({ "space_id": space, "question": "Why?" })).await?;
+    ensure_eq!(plain["result"]["structuredContent"]["thread_id"], Value::Null);
+    let bad = ask("later").await?;
+    ensure_eq!(bad["result"]["isError"], json!(true), "{bad}");
+    let both = call(
+        &api,
+        &alice,
+        "start_research",
+        json!({ "space_id": space, "question": "Why?",
+                                                           "thread_id": thread, "new_thread": true }),
+    )
+    .await?;
+    ensure_eq!(both["result"]["isError"], json!(true), "{both}");
     api.stop().await;
     Ok(())
 }
