@@ -107,7 +107,8 @@ async fn a_service_clients_completed_task_arrives_as_a_verified_standard_webhook
         );
         let body = request.json();
         let data: Vec<&String> = body["data"].as_object().map(|fields| fields.keys().collect()).unwrap_or_default();
-        ensure_eq!(data, ["answer_trace_id", "knowledge_space_id", "sequence", "stage", "task_id"]);
+        ensure_eq!(data, ["answer_trace_id", "knowledge_space_id", "sequence", "stage", "task_id", "thread_id"]);
+        ensure_eq!(body["data"]["thread_id"], Value::Null, "a task outside a thread");
         ensure!(request.webhook_id().is_some_and(|id| id.starts_with("msg_")));
     }
     // The endpoint's deliveries, as the API shows them. The sender records a delivery's
@@ -123,6 +124,27 @@ async fn a_service_clients_completed_task_arrives_as_a_verified_standard_webhook
     ensure!(listed.iter().any(|row| row["stage"] == "COMPLETED"));
     let ids: Vec<&str> = received.iter().filter_map(|request| request.webhook_id()).collect();
     ensure!(listed.iter().all(|row| ids.contains(&row["webhookId"].as_str().unwrap_or_default())));
+
+    // A turn of a thread: its deliveries carry the thread's id (ids only, as ever).
+    let thread = "mutation($s: UUID!) { createResearchThread(input: {knowledgeSpaceId: $s}) { id } }";
+    let thread = string_at(&api.data(Some(&key), thread, json!({ "s": space })).await?, "/createResearchThread/id")?;
+    let turn = "mutation($s: UUID!, $t: UUID!) { createResearchTask(input: {knowledgeSpaceId: $s, threadId: $t, \
+        query: \"Why?\", mode: FAST}) { id } }";
+    let turn =
+        string_at(&api.data(Some(&key), turn, json!({ "s": space, "t": thread })).await?, "/createResearchTask/id")?;
+    let before = received.len();
+    let mut of_turn = Vec::new();
+    kfs_tests::process::wait_until(Duration::from_secs(30), "the turn's deliveries", async || {
+        of_turn = receiver
+            .received()
+            .into_iter()
+            .skip(before)
+            .filter(|request| request.json()["data"]["task_id"] == json!(turn))
+            .collect();
+        Ok(of_turn.iter().any(|request| request.json()["data"]["stage"] == "completed"))
+    })
+    .await?;
+    ensure!(of_turn.iter().all(|request| request.json()["data"]["thread_id"] == json!(thread)), "{of_turn:?}");
     api.stop().await;
     Ok(())
 }

@@ -33,12 +33,15 @@ pub async fn enqueue<C: ConnectionTrait>(
         return Ok(false);
     }
     let timestamp = chrono::DateTime::from_timestamp_millis(now).unwrap_or_default().to_rfc3339();
+    // Ids only, as the rest: the thread the task is a turn of, or null.
+    let thread_id = store::threads::turn_of(txn, task.id).await?.map(|turn| turn.research_thread_id);
     let answer_trace_id = payload.get("answer_trace_id").cloned().unwrap_or(Value::Null);
     let mut body = json!({
         "type": kind,
         "timestamp": timestamp,
         "data": {
             "task_id": task.id,
+            "thread_id": thread_id,
             "knowledge_space_id": task.knowledge_space_id,
             "stage": stage.as_str(),
             "sequence": sequence,
