@@ -22,6 +22,7 @@ pub fn tests() -> Vec<DbTest> {
     db_tests![
         pruning_during_live_traffic_deletes_only_old_finished_tasks_and_what_hangs_off_them,
         answer_traces_are_pruned_only_when_asked,
+        a_thread_goes_with_its_last_turn_and_an_empty_one_stays,
     ]
 }
 
@@ -161,4 +162,48 @@ async fn lifecycle_pause(
     };
     worker::lifecycle::pause(&db.db, notifier, &task_ref, None, entity::now_millis()).await?;
     Ok(task)
+}
+
+/// A thread of `owner` in their space, with `turns` as its turns (in order).
+async fn thread_of(db: &TestDb, owner: &entity::member::Model, turns: &[Uuid]) -> anyhow::Result<Uuid> {
+    use entity::{research_thread as thread, research_thread_turn as turn};
+    let id = Uuid::now_v7();
+    let now = entity::now_millis();
+    let row = thread::ActiveModel {
+        id: Set(id),
+        tenant_id: Set(owner.tenant_id.clone()),
+        knowledge_space_id: Set(owner.knowledge_space_id),
+        subject_id: Set(owner.subject_id.clone()),
+        title: Set(None),
+        metadata: Set(serde_json::json!({})),
+        created_at: Set(now),
+        updated_at: Set(now),
+    };
+    thread::Entity::insert(row).exec(&db.db).await?;
+    for (at, task) in turns.iter().enumerate() {
+        let row = turn::ActiveModel {
+            research_task_job_id: Set(*task),
+            research_thread_id: Set(id),
+            created_at: Set(now + at as i64),
+        };
+        turn::Entity::insert(row).exec(&db.db).await?;
+    }
+    Ok(id)
+}
+
+async fn a_thread_goes_with_its_last_turn_and_an_empty_one_stays(db: TestDb) -> anyhow::Result<()> {
+    use entity::research_thread as thread;
+    let notifier = Notifier::new();
+    let (owner, finished) = finished_tasks(&db, &notifier, 3).await?;
+    let emptied = thread_of(&db, &owner, &finished[..1]).await?;
+    let kept = thread_of(&db, &owner, &finished[1..]).await?;
+    let empty = thread_of(&db, &owner, &[]).await?;
+    age(&db, finished[0], 10).await?;
+    age(&db, finished[1], 10).await?;
+    let pruned = worker::lifecycle::prune(&db.db, 7, false, 100, entity::now_millis()).await?;
+    ensure_eq!(pruned.tasks, 2);
+    ensure_eq!(thread::Entity::find_by_id(emptied).one(&db.db).await?, None, "its last turn went: so does it");
+    ensure!(thread::Entity::find_by_id(kept).one(&db.db).await?.is_some(), "a turn is left");
+    ensure!(thread::Entity::find_by_id(empty).one(&db.db).await?.is_some(), "a client's empty thread stays");
+    Ok(())
 }

@@ -3,7 +3,8 @@
 //! off them (events, partial results, outbox rows, the answer draft, the trace context, webhook deliveries
 //! and their attempts go by cascade). Answer traces are kept, unlinked from the task (the
 //! foreign key sets null), unless `answer_traces` asks to prune them too. Unfinished tasks
-//! are never touched, however old. Audit events older than `days` go too.
+//! are never touched, however old. Audit events older than `days` go too. A research
+//! thread whose last turn goes is deleted with it; a thread its client left empty stays.
 use sea_orm::{DatabaseConnection, DbErr};
 
 use crate::store::{self, begin_write};

@@ -35,6 +35,9 @@ pub async fn prune_finished_tasks<C: ConnectionTrait>(
             .await?
             .rows_affected;
     }
+    // A thread whose last turn goes goes with it (one a client left empty stays).
+    let threads: Vec<Uuid> =
+        super::threads::threads_of(txn, &ids).await?.into_iter().map(|turn| turn.research_thread_id).collect();
     // Checked again in the delete: a task is finished for good, but the condition is the
     // one that must hold when the row goes.
     let tasks = job::Entity::delete_many()
@@ -44,6 +47,7 @@ pub async fn prune_finished_tasks<C: ConnectionTrait>(
         .exec(txn)
         .await?
         .rows_affected;
+    super::threads::delete_emptied(txn, &threads).await?;
     Ok((tasks, traces))
 }
 

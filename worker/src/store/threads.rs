@@ -231,3 +231,22 @@ pub async fn earlier_ended_at<C: ConnectionTrait>(conn: &C, turn: &turn::Model) 
         .await
         .map(Option::flatten)
 }
+
+/// Deletes those of `thread_ids` that hold no turn any more (retention removed their last);
+/// returns how many.
+pub async fn delete_emptied<C: ConnectionTrait>(conn: &C, thread_ids: &[Uuid]) -> Result<u64, DbErr> {
+    if thread_ids.is_empty() {
+        return Ok(0);
+    }
+    let holding = Query::select()
+        .column(turn::Column::ResearchThreadId)
+        .from(turn::Entity)
+        .and_where(turn::Column::ResearchThreadId.is_in(thread_ids.iter().copied()))
+        .to_owned();
+    Ok(thread::Entity::delete_many()
+        .filter(thread::Column::Id.is_in(thread_ids.iter().copied()))
+        .filter(thread::Column::Id.not_in_subquery(holding))
+        .exec(conn)
+        .await?
+        .rows_affected)
+}
