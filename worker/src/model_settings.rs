@@ -155,6 +155,10 @@ impl OpenAiSettings {
     }
 }
 
+/// The cosine similarity at which the answer check supports a sentence by meaning, unless
+/// `KFS_EMBEDDINGS_SUPPORT_THRESHOLD` says otherwise (`research::support::similar`).
+pub const DEFAULT_SUPPORT_THRESHOLD: f64 = 0.75;
+
 /// An OpenAI-compatible embeddings endpoint (`POST {base_url}/embeddings`: OpenAI, Ollama,
 /// vLLM, llama.cpp server, text-embeddings-inference). Off unless `base_url` and `model`
 /// are both set.
@@ -196,7 +200,7 @@ impl Default for EmbeddingSettings {
             query_timeout_ms: 5_000,
             max_attempts: 12,
             max_passages_per_space: 20_000,
-            support_threshold: crate::research::support::similar::DEFAULT_THRESHOLD,
+            support_threshold: DEFAULT_SUPPORT_THRESHOLD,
         }
     }
 }

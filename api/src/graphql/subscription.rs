@@ -6,9 +6,12 @@ use futures_util::{Stream, StreamExt};
 use uuid::Uuid;
 
 use super::context::{principal, state};
-use super::types::{KnowledgeDocument, ResearchTaskAnswerDelta, ResearchTaskPartialResult, ResearchTaskProgressEvent};
+use super::types::{
+    KnowledgeDocument, ResearchTaskAnswerDelta, ResearchTaskPartialResult, ResearchTaskProgressEvent,
+    ResearchThreadEvent,
+};
 use crate::error::{ApiError, IntoGql, ToGql as _};
-use crate::live::{JournalRow, follow, follow_answer, follow_document, readable_document};
+use crate::live::{JournalRow, follow, follow_answer, follow_document, follow_thread, readable_document};
 use worker::app::access::visible_task;
 use worker::app::limits::{after_offset, after_sequence};
 
@@ -59,6 +62,31 @@ impl SubscriptionRoot {
         #[graphql(default = 0)] after_offset: Option<i32>,
     ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<ResearchTaskAnswerDelta>> + use<>> {
         Box::pin(start_answer(ctx, task_id, after_offset)).await.gql().map(|deltas| counted("answer", deltas))
+    }
+
+    /// Every progress event of every turn of a research thread of yours, turn after turn
+    /// (oldest first), each turn's events exactly once and in order as
+    /// `researchTaskProgress` delivers them (replayed, then live). From the first turn
+    /// without `afterCursor`; after an event's `cursor` with it. Stays open while the
+    /// thread exists, waiting for new turns: deleting it completes the stream, losing its
+    /// space ends it with FORBIDDEN, and an expired credential with UNAUTHENTICATED. Turns
+    /// you may no longer read are passed over. Another's thread is NOT_FOUND.
+    async fn research_thread_events(
+        &self,
+        ctx: &Context<'_>,
+        thread_id: Uuid,
+        after_cursor: Option<String>,
+    ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<ResearchThreadEvent>> + use<>> {
+        let start = async {
+            let (caller, app) = (principal(ctx)?, state(ctx)?);
+            let after = after_cursor.as_deref().map(ResearchThreadEvent::decode).transpose()?;
+            worker::app::threads::find(&app.app, caller, thread_id).await?.ok_or(ApiError::NotFound)?;
+            let events = follow_thread(app.app.clone(), &app.live, caller.clone(), thread_id, after);
+            Ok::<_, ApiError>(events.map(|event| {
+                event.map(|(position, event)| ResearchThreadEvent { position, event }).map_err(|error| error.to_gql())
+            }))
+        };
+        Box::pin(start).await.gql().map(|events| counted("thread_events", events))
     }
 
     /// A document as it is now, then again each time its `indexingStatus` changes

@@ -13,6 +13,7 @@ mod event;
 mod follow;
 mod hub;
 mod journal_row;
+mod thread;
 mod topic;
 
 pub use answer::{AnswerDelta, follow_answer};
@@ -22,4 +23,5 @@ pub use event::TopicEvent;
 pub use follow::follow;
 pub use hub::LiveHub;
 pub use journal_row::JournalRow;
+pub use thread::{ThreadPosition, follow_thread};
 pub use topic::{AnswerFollower, Topic};

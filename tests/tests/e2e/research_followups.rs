@@ -18,6 +18,7 @@ pub fn tests() -> Vec<DbTest> {
     db_tests![
         the_builtin_engine_researches_a_follow_up_with_the_previous_questions_terms,
         the_model_rewrites_a_follow_up_from_the_earlier_turns,
+        a_threads_events_arrive_turn_after_turn_resume_from_a_cursor_and_end_with_it,
     ]
 }
 
@@ -119,6 +120,102 @@ async fn the_model_rewrites_a_follow_up_from_the_earlier_turns(db: TestDb) -> an
         "the rewrite is paid for: {}",
         row.cost
     );
+    api.stop().await;
+    Ok(())
+}
+
+const THREAD_EVENTS: &str = "subscription($thread: UUID!, $after: String) { researchThreadEvents(threadId: $thread, \
+    afterCursor: $after) { cursor taskId event { sequence eventType stage } } }";
+
+/// The code of the error a subscription is refused with at its start (an `error` message,
+/// or a `next` carrying only errors, as GraphQL over WebSocket allows both).
+async fn refusal(client: &mut kfs_tests::ws::WsClient) -> anyhow::Result<String> {
+    use kfs_tests::ws::Event;
+    let errors = match client.next_event().await? {
+        Event::Error(_, payload) => payload,
+        Event::Next(_, payload) if payload["data"].is_null() => payload["errors"].clone(),
+        other => anyhow::bail!("expected a refusal, got {other:?}"),
+    };
+    Ok(errors[0]["extensions"]["code"].as_str().unwrap_or_default().to_owned())
+}
+
+/// Reads `id`'s `next` payloads until `done` says enough.
+async fn read_until(
+    client: &mut kfs_tests::ws::WsClient,
+    id: &str,
+    mut done: impl FnMut(&[Value]) -> bool,
+) -> anyhow::Result<Vec<Value>> {
+    use kfs_tests::ws::Event;
+    let mut seen = Vec::new();
+    while !done(&seen) {
+        match client.next_event().await? {
+            Event::Next(at, payload) if at == id => seen.push(payload["data"]["researchThreadEvents"].clone()),
+            other => anyhow::bail!("while reading {id}: {other:?} after {seen:?}"),
+        }
+    }
+    Ok(seen)
+}
+
+async fn a_threads_events_arrive_turn_after_turn_resume_from_a_cursor_and_end_with_it(
+    db: TestDb,
+) -> anyhow::Result<()> {
+    use kfs_tests::ws::{Event, WsClient};
+    let api = crate::live_support::api_with(&db, |settings| {
+        settings.embedded_worker = true;
+        settings.worker.poll_interval_ms = 100;
+    })
+    .await?;
+    let (space, token) = space_with_documents(&api).await?;
+    let thread = string_at(
+        &api.data(Some(&token), CREATE_THREAD, json!({ "space": space })).await?,
+        "/createResearchThread/id",
+    )?;
+    let mut client = WsClient::connect_and_init(&api.server.ws_url(), Some(&token)).await?;
+    // Subscribed before any turn: it waits for the first.
+    client.subscribe("t", THREAD_EVENTS, json!({ "thread": thread })).await?;
+    let extra = json!({ "mode": "FAST", "threadId": thread });
+    let first = create(&api, &token, &space, "How do bees make honey?", extra.clone()).await?;
+    let second = create(&api, &token, &space, "Where do they keep it?", extra).await?;
+    let completed = |events: &[Value], task: &str| {
+        events.iter().any(|event| event["taskId"] == json!(task) && event["event"]["stage"] == "COMPLETED")
+    };
+    let events = read_until(&mut client, "t", |events| completed(events, &second)).await?;
+    let tasks: Vec<&Value> = events.iter().map(|event| &event["taskId"]).collect();
+    let switch = tasks.iter().position(|task| **task == json!(second)).context("the second turn's events")?;
+    ensure!(tasks[..switch].iter().all(|task| **task == json!(first)), "the first turn's events first: {tasks:?}");
+    ensure!(completed(&events[..switch], &first), "the first turn ends before the second begins");
+    for task in [&first, &second] {
+        let sequences: Vec<i64> = events
+            .iter()
+            .filter(|event| event["taskId"] == json!(task))
+            .filter_map(|event| event["event"]["sequence"].as_i64())
+            .collect();
+        ensure_eq!(sequences, (1..=sequences.len() as i64).collect::<Vec<_>>(), "gapless for {task}");
+    }
+    // Resumed from a cursor inside the first turn: exactly the rest, in order.
+    let at = 2.min(switch - 1);
+    let mut resumed = WsClient::connect_and_init(&api.server.ws_url(), Some(&token)).await?;
+    resumed.subscribe("r", THREAD_EVENTS, json!({ "thread": thread, "after": events[at]["cursor"] })).await?;
+    let rest = read_until(&mut resumed, "r", |seen| seen.len() == events.len() - at - 1).await?;
+    let expected: Vec<Value> = events[at + 1..].iter().map(|event| event["event"].clone()).collect();
+    let got: Vec<Value> = rest.iter().map(|event| event["event"].clone()).collect();
+    ensure_eq!(got, expected, "the rest after the cursor");
+    // A bad cursor is refused; another's thread is NOT_FOUND.
+    resumed.subscribe("bad", THREAD_EVENTS, json!({ "thread": thread, "after": "nope" })).await?;
+    ensure_eq!(refusal(&mut resumed).await?, "BAD_USER_INPUT");
+    let mut stranger = WsClient::connect_and_init(&api.server.ws_url(), Some(&api.token("mallory"))).await?;
+    stranger.subscribe("x", THREAD_EVENTS, json!({ "thread": thread })).await?;
+    ensure_eq!(refusal(&mut stranger).await?, "NOT_FOUND");
+    // Deleting the thread completes the open stream.
+    let delete = "mutation($id: UUID!) { deleteResearchThread(id: $id) }";
+    api.data(Some(&token), delete, json!({ "id": thread })).await?;
+    loop {
+        match client.next_event().await? {
+            Event::Complete(id) if id == "t" => break,
+            Event::Next(id, _) if id == "t" => {}
+            other => anyhow::bail!("expected the stream to complete, got {other:?}"),
+        }
+    }
     api.stop().await;
     Ok(())
 }

@@ -67,7 +67,16 @@ pub(super) async fn prepare_turn(
         for task in threads::unfinished_turns(&app.db, turn.thread_id).await? {
             let ended = match turn.strategy {
                 MultitaskStrategy::Rollback => super::deletes::task(app, actor, task.id).await,
-                _ => super::tasks::run(app, caller, task.id, None, super::tasks::Command::Cancel).await.map(|_| ()),
+                _ => {
+                    let task = crate::lifecycle::TaskRef {
+                        id: task.id,
+                        tenant_id: caller.tenant_id.clone(),
+                        subject_id: caller.subject_id.clone(),
+                        expected_row_version: None,
+                    };
+                    let canceled = crate::lifecycle::cancel(&app.db, &app.notifier, &task, entity::now_millis()).await;
+                    canceled.map(|_| ()).map_err(AppError::from)
+                }
             };
             match ended {
                 // It ended (or went) meanwhile: nothing left to stop.
@@ -149,6 +158,35 @@ pub async fn find(app: &App, caller: &Principal, id: Uuid) -> Result<Option<thre
         return Ok(None);
     }
     Ok(Some(found))
+}
+
+/// Where a followed thread stands for its follower.
+#[derive(Debug, Clone)]
+pub enum Standing {
+    /// The caller may read it.
+    Readable(thread::Model),
+    /// It is the caller's, but they may no longer read its space.
+    Unreadable,
+    /// It is gone (or never was the caller's).
+    Gone,
+}
+
+/// How the caller's thread `id` stands now.
+pub async fn standing(app: &App, caller: &Principal, id: Uuid) -> Result<Standing, AppError> {
+    let Some(found) = threads::find_owned(&app.db, &caller.tenant_id, &caller.subject_id, id).await? else {
+        return Ok(Standing::Gone);
+    };
+    if space_access(&app.db, caller, found.knowledge_space_id).await?.is_none() {
+        return Ok(Standing::Unreadable);
+    }
+    Ok(Standing::Readable(found))
+}
+
+/// The thread's first turn after `after` (its `created_at` and id; the first of all for
+/// none) whose grant holds now.
+pub async fn next_turn(app: &App, thread_id: Uuid, after: Option<PageKey>) -> Result<Option<job::Model>, AppError> {
+    let rows = threads::turns_page(&app.db, thread_id, after, 1, entity::now_millis()).await?;
+    Ok(rows.into_iter().next())
 }
 
 /// One page of the caller's threads in a space, most recently updated first.

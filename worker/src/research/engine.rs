@@ -125,6 +125,12 @@ impl StageContext<'_> {
         lines
     }
 
+    /// What the task may still spend and until when, for calls made outside the call log.
+    pub fn spend(&self) -> crate::research::lead::Spend {
+        let deadline = limits_of(self.job).deadline_ms.map(|ms| self.job.created_at.saturating_add(ms.get()));
+        crate::research::lead::Spend { budget_left: self.budget_left_nanos(), deadline }
+    }
+
     /// What the task may still spend before its budget is passed, in nanodollars; `None`
     /// without a budget.
     pub fn budget_left_nanos(&self) -> Option<i64> {
@@ -581,7 +587,8 @@ impl ResearchEngine for BuiltinEngine {
     async fn generate(&self, ctx: &StageContext<'_>, evidence: &[Passage]) -> Result<Staged<Answer>, EngineError> {
         let evidence = &self.answer_evidence(ctx, evidence);
         let question = ctx.question_with_notes();
-        let lead = crate::research::lead::lead_sentence(self.reranker(), ctx, &question, evidence).await;
+        let readable: Vec<String> = evidence.iter().map(Passage::readable_text).collect();
+        let lead = crate::research::lead::lead_sentence(self.reranker(), &question, &readable, ctx.spend()).await;
         let extracted = grounded_extractive(&question, evidence, lead.sentence);
         // Through the same checks as a model's answer, streamed in one delta.
         let mut composer = Composer::new(ctx.answer, extracted.answer.evidence.len());

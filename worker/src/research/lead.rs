@@ -8,7 +8,6 @@ use serde_json::{Value, json};
 
 use crate::research::best_sentence::{RERANKED_SENTENCES, ranked_sentences};
 use crate::research::cost::CostReport;
-use crate::research::engine::{Passage, StageContext, limits_of};
 use crate::research::rerank::Reranker;
 use crate::research::support::Reading;
 
@@ -29,27 +28,32 @@ impl Lead {
     }
 }
 
-/// The lead sentence for `question` among `evidence`, as `reranker` orders BM25's best.
-pub async fn lead_sentence(
-    reranker: Option<&Reranker>,
-    ctx: &StageContext<'_>,
-    question: &str,
-    evidence: &[Passage],
-) -> Lead {
+/// What the task may still spend: what is left of its budget (nanodollars) and when its
+/// deadline passes (epoch ms), when it has them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Spend {
+    /// What is left of the budget.
+    pub budget_left: Option<i64>,
+    /// The deadline.
+    pub deadline: Option<i64>,
+}
+
+/// The lead sentence for `question` among the evidence's readable `texts`, as `reranker`
+/// orders BM25's best.
+pub async fn lead_sentence(reranker: Option<&Reranker>, question: &str, texts: &[String], spend: Spend) -> Lead {
     let Some(reranker) = reranker else { return Lead::none(Value::Null) };
-    let readings: Vec<Reading> = evidence.iter().map(|passage| Reading::new(&passage.readable_text())).collect();
+    let readings: Vec<Reading> = texts.iter().map(|text| Reading::new(text)).collect();
     let candidates = ranked_sentences(question, &readings, RERANKED_SENTENCES);
     if candidates.len() < 2 {
         // Nothing to choose between: BM25's choice stands.
         return Lead::none(Value::Null);
     }
     let price = reranker.usd_nanos_per_search();
-    if ctx.budget_left_nanos().is_some_and(|left| price > left) {
+    if spend.budget_left.is_some_and(|left| price > left) {
         return Lead::none(json!({ "outcome": "skipped", "reason": "budget" }));
     }
-    let deadline = limits_of(ctx.job).deadline_ms.map(|ms| ctx.job.created_at.saturating_add(ms.get()));
     let timeout = i64::try_from(reranker.timeout().as_millis()).unwrap_or(i64::MAX);
-    if deadline.is_some_and(|deadline| entity::now_millis().saturating_add(timeout) > deadline) {
+    if spend.deadline.is_some_and(|deadline| entity::now_millis().saturating_add(timeout) > deadline) {
         return Lead::none(json!({ "outcome": "skipped", "reason": "deadline" }));
     }
     let documents: Vec<String> = candidates.iter().map(|(_, sentence)| sentence.clone()).collect();

@@ -29,7 +29,7 @@ pub use journal::{ResearchTaskAnswerDelta, ResearchTaskPartialResult, ResearchTa
 pub use note::ResearchTaskNote;
 pub use space::{KnowledgeSpace, KnowledgeSpaceMember};
 pub use task::ResearchTask;
-pub use thread::ResearchThread;
+pub use thread::{ResearchThread, ResearchThreadEvent};
 pub use time::datetime;
 pub use trace::AnswerTrace;
 pub use viewer::Viewer;

@@ -61,3 +61,47 @@ impl ResearchThread {
         run.await.gql()
     }
 }
+
+/// One progress event of a turn of a followed thread.
+pub struct ResearchThreadEvent {
+    /// Where the stream stands after it.
+    pub position: crate::live::ThreadPosition,
+    /// The event.
+    pub event: entity::research_task_progress_event::Model,
+}
+
+impl ResearchThreadEvent {
+    /// The opaque cursor of a position.
+    pub fn encode(position: crate::live::ThreadPosition) -> String {
+        use async_graphql::connection::{CursorType as _, OpaqueCursor};
+        OpaqueCursor((position.turn_at, position.task_id, position.sequence)).encode_cursor()
+    }
+
+    /// A cursor made by [`ResearchThreadEvent::encode`]; anything else is bad input.
+    pub fn decode(cursor: &str) -> Result<crate::live::ThreadPosition, ApiError> {
+        use async_graphql::connection::{CursorType as _, OpaqueCursor};
+        let OpaqueCursor((turn_at, task_id, sequence)) = OpaqueCursor::<(i64, Uuid, i32)>::decode_cursor(cursor)
+            .map_err(|_| ApiError::bad_input("afterCursor is not a cursor of researchThreadEvents"))?;
+        if sequence < 0 {
+            return Err(ApiError::bad_input("afterCursor is not a cursor of researchThreadEvents"));
+        }
+        Ok(crate::live::ThreadPosition { turn_at, task_id, sequence })
+    }
+}
+
+/// One progress event of a turn of a followed thread.
+#[Object]
+impl ResearchThreadEvent {
+    /// Resume after this event with `researchThreadEvents(afterCursor:)`.
+    async fn cursor(&self) -> String {
+        Self::encode(self.position)
+    }
+    /// The turn (task) it belongs to.
+    async fn task_id(&self) -> Uuid {
+        self.position.task_id
+    }
+    /// The event, as `researchTaskProgress` delivers it.
+    async fn event(&self) -> super::ResearchTaskProgressEvent {
+        super::ResearchTaskProgressEvent(self.event.clone())
+    }
+}

@@ -82,7 +82,8 @@ impl OpenAiEngine {
             report["similarity"] = meaning;
         }
         // With a reranker, it chooses the evidence sentence the answer must hold.
-        let lead = crate::research::lead::lead_sentence(self.builtin.reranker(), ctx, question, evidence).await;
+        let lead =
+            crate::research::lead::lead_sentence(self.builtin.reranker(), question, &readable, ctx.spend()).await;
         if !lead.report.is_null() {
             report["lead"] = lead.report;
         }

@@ -19,7 +19,7 @@ use std::collections::{BTreeSet, HashMap};
 /// statement: a paraphrase scores above it with the common embedding models
 /// (`text-embedding-3-small`, `nomic-embed-text`), sentences that merely share a topic
 /// below.
-pub const DEFAULT_THRESHOLD: f64 = 0.75;
+pub const DEFAULT_THRESHOLD: f64 = crate::model_settings::DEFAULT_SUPPORT_THRESHOLD;
 
 /// The most sentences of a passage compared with a claim that shares no word with any.
 pub const MAX_COMPARED_SENTENCES: usize = 16;
