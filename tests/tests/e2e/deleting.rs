@@ -9,7 +9,7 @@ use anyhow::{Context as _, ensure};
 use entity::{
     answer_trace, api_key, audit_event, knowledge_document, knowledge_passage, knowledge_space, member,
     permission_snapshot, research_task_answer_draft, research_task_job as job, research_task_outbox as outbox,
-    research_task_partial_result, research_task_progress_event, webhook_delivery, webhook_endpoint,
+    research_task_partial_result, research_task_progress_event, research_thread, webhook_delivery, webhook_endpoint,
 };
 use kfs_tests::webhook_receiver::WebhookReceiver;
 use kfs_tests::ws::WsClient;
@@ -80,6 +80,7 @@ async fn rows_of(db: &DatabaseConnection, tenant: &str, tasks: &[Uuid]) -> anyho
         ("answer_drafts", count!(research_task_answer_draft)),
         ("webhook_endpoints", count!(webhook_endpoint)),
         ("webhook_deliveries", count!(webhook_delivery)),
+        ("research_threads", count!(research_thread)),
         (
             "outbox",
             outbox::Entity::find().filter(outbox::Column::ResearchTaskJobId.is_in(tasks.to_vec())).count(db).await?,
@@ -246,6 +247,8 @@ async fn deleting_a_space_removes_everything_in_it_and_ends_access_at_once(db: T
     api.data(Some(&alice), CREATE_ENDPOINT, json!({ "input": input })).await?;
     let (done, _) = completed_task(&api, &alice, &space).await?;
     let (keyed, _) = completed_task(&api, &key, &space).await?;
+    let thread = "mutation($s: UUID!) { createResearchThread(input: {knowledgeSpaceId: $s}) { id } }";
+    api.data(Some(&alice), thread, json!({ "s": space })).await?;
     // A task held paused, with a live subscriber. The embedded worker may finish a task
     // before the pause reaches it; then try another (each one counts below).
     let mut paused = None;
@@ -268,7 +271,10 @@ async fn deleting_a_space_removes_everything_in_it_and_ends_access_at_once(db: T
         .map(|task| task.id)
         .collect();
     let before = rows_of(&db.db, &api.tenant, &tasks).await?;
-    ensure!(before["webhook_deliveries"] > 0 && before["passages"] > 0, "the space is full: {before:?}");
+    ensure!(
+        before["webhook_deliveries"] > 0 && before["passages"] > 0 && before["research_threads"] == 1,
+        "the space is full: {before:?}"
+    );
 
     // Only an owner may delete it.
     ensure_eq!(api.code(Some(&bob), DELETE_SPACE, json!({ "id": space })).await?, "FORBIDDEN");
@@ -376,8 +382,11 @@ async fn erasing_a_tenant_removes_its_rows_and_nothing_of_another_tenant(db: Tes
     let first = space_with_documents(&api, "alice").await?;
     let second = space_with_documents(&api, "carol").await?;
     let (task, _) = completed_task(&api, &alice, &first).await?;
+    let thread = "mutation($s: UUID!) { createResearchThread(input: {knowledgeSpaceId: $s, title: \"kept?\"}) { id } }";
+    api.data(Some(&alice), thread, json!({ "s": first })).await?;
     api.key("carol", &second).await?;
     let kept = space_with_documents(&other, "dave").await?;
+    other.data(Some(&other.token("dave")), thread, json!({ "s": kept })).await?;
     let kept_before = rows_of(&db.db, &other.tenant, &[]).await?;
 
     ensure_eq!(

@@ -107,6 +107,7 @@ async fn ops_data_is_for_operators_alone_and_carries_no_task_content(db: TestDb)
     ensure!(
         snapshot["dead_outbox"].as_array().is_some_and(|rows| rows.iter().any(|row| row["id"] == dead.id.to_string()))
     );
+    ensure_eq!(snapshot["threads"], serde_json::json!({ "threads": 0, "enqueued_turns": 0 }), "{snapshot}");
     ensure!(!event.to_string().contains(SECRET_QUERY), "no task content in the stream");
     let url = format!("{}/ops/outbox/{}/redeliver", server.server.base_url(), dead.id);
     let redelivered = reqwest::Client::new().post(&url).bearer_auth(&operator).send().await?;

@@ -32,6 +32,18 @@ pub struct Snapshot {
     pub tenants: Vec<Tenant>,
     /// Tasks waiting for a person, by what they wait for (`plan_approval`, `clarification`).
     pub awaiting_input: Vec<(String, i64)>,
+    /// Research threads, and their queued turns held up behind an earlier unfinished turn
+    /// (`ENQUEUE`).
+    pub threads: ThreadCounts,
+}
+
+/// How many research threads there are, and how many turns wait behind another.
+#[derive(Debug, Default, Serialize)]
+pub struct ThreadCounts {
+    /// Threads.
+    pub threads: u64,
+    /// Queued turns an earlier unfinished turn of their thread holds up.
+    pub enqueued_turns: u64,
 }
 
 /// A running task, by id.
@@ -129,6 +141,14 @@ pub async fn snapshot(conn: &DatabaseConnection, now: i64) -> Result<Snapshot, D
         .all(conn)
         .await?;
     let awaiting_input = awaiting_counts(conn).await?;
+    let threads = ThreadCounts {
+        threads: entity::research_thread::Entity::find().count(conn).await?,
+        enqueued_turns: job::Entity::find()
+            .filter(job::Column::Stage.eq(entity::Stage::Queued))
+            .filter(sea_orm::sea_query::Expr::cust(super::threads::held_up_turn()))
+            .count(conn)
+            .await?,
+    };
     Ok(Snapshot {
         at: now,
         stages,
@@ -140,6 +160,7 @@ pub async fn snapshot(conn: &DatabaseConnection, now: i64) -> Result<Snapshot, D
         dead_outbox,
         tenants,
         awaiting_input,
+        threads,
     })
 }
 

@@ -48,7 +48,8 @@
     $("status").textContent = `Live, updated ${new Date(snapshot.at).toLocaleTimeString()}.`;
     $("summary").textContent = `${stages.queued ?? 0} queued; oldest waiting ${snapshot.oldest_queued_seconds.toFixed(1)} s; ` +
       `${snapshot.completed_last_minute} completed in the last minute; ` +
-      `${snapshot.awaiting_input.reduce((sum, [, count]) => sum + count, 0)} waiting for input.`;
+      `${snapshot.awaiting_input.reduce((sum, [, count]) => sum + count, 0)} waiting for input; ` +
+      `${snapshot.threads.threads} research threads, ${snapshot.threads.enqueued_turns} turns waiting behind another.`;
     chart();
     table("stages", ["stage", "tasks"], snapshot.stages);
     table("running", ["task", "stage", "worker", "lease expires"],
