@@ -283,6 +283,7 @@ async fn create(state: &AppState, caller: &Principal, args: StartArgs) -> Result
             return Err(ApiError::bad_input("multitask_strategy must be one of reject, enqueue, interrupt, rollback"));
         }
     };
+    let created_thread = args.new_thread == Some(true);
     let thread_id = thread_for(state, caller, &args).await?;
     let request = TaskRequest {
         knowledge_space_id: args.space_id,
@@ -297,7 +298,16 @@ async fn create(state: &AppState, caller: &Principal, args: StartArgs) -> Result
         thread_id,
         multitask_strategy,
     };
-    tasks::create(&state.app, caller, request).await
+    let created = tasks::create(&state.app, caller, request).await;
+    // A thread started for a question that was refused would be left empty: it goes.
+    if created.is_err()
+        && created_thread
+        && let Some(thread) = thread_id
+        && let Err(error) = worker::app::threads::discard_unused(&state.app, caller, thread).await
+    {
+        tracing::warn!(error = %error, "a refused question's new thread could not be removed");
+    }
+    Ok(created?)
 }
 
 async fn cancel_research(state: &AppState, caller: &Principal, id: Uuid) -> Result<Value, ApiError> {

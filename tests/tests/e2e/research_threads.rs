@@ -392,6 +392,14 @@ async fn mcp_starts_a_thread_asks_in_it_and_answers_its_id(db: TestDb) -> anyhow
     )
     .await?;
     ensure_eq!(both["result"]["isError"], json!(true), "{both}");
+    // A new thread for a refused question is not left behind.
+    let other = api.space("alice").await?;
+    let question = "q".repeat(4001);
+    let arguments = json!({ "space_id": other, "question": question, "new_thread": true });
+    let refused = call(&api, &alice, "start_research", arguments).await?;
+    ensure_eq!(refused["result"]["isError"], json!(true), "{refused}");
+    let listed = api.data(Some(&alice), THREADS, json!({ "space": other })).await?;
+    ensure_eq!(listed["researchThreads"]["edges"], json!([]), "no empty thread left");
     api.stop().await;
     Ok(())
 }

@@ -204,6 +204,15 @@ pub async fn list(
     Ok(Listed { rows, maybe_more: false })
 }
 
+/// Removes a thread the caller just created for a request that then failed, when it holds
+/// no turn (it was never shown to anyone, so nothing is audited).
+pub async fn discard_unused(app: &App, caller: &Principal, id: Uuid) -> Result<(), AppError> {
+    if find(app, caller, id).await?.is_some() && threads::turn_count(&app.db, id).await? == 0 {
+        threads::delete(&app.db, id).await?;
+    }
+    Ok(())
+}
+
 /// Where a thread sits in [`list`]'s order.
 pub fn thread_key(row: &thread::Model) -> PageKey {
     PageKey { at: row.updated_at, id: row.id }
