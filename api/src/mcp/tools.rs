@@ -307,7 +307,7 @@ async fn create(state: &AppState, caller: &Principal, args: StartArgs) -> Result
     {
         tracing::warn!(error = %error, "a refused question's new thread could not be removed");
     }
-    Ok(created?)
+    created
 }
 
 async fn cancel_research(state: &AppState, caller: &Principal, id: Uuid) -> Result<Value, ApiError> {
