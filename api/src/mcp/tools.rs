@@ -15,7 +15,7 @@ use uuid::Uuid;
 use crate::error::ApiError;
 use worker::app::Principal;
 use worker::app::tasks::{self, Command, TaskRequest};
-use worker::app::threads::{MultitaskStrategy, ThreadRequest};
+use worker::app::threads::MultitaskStrategy;
 
 use crate::state::AppState;
 
@@ -198,7 +198,7 @@ async fn research(
 ) -> Result<Value, ApiError> {
     // The place first: a call refused for it creates nothing.
     let _slot = super::waiting::Slot::take(caller)?;
-    let task = create(state, caller, args.into_start()).await?;
+    let task = tasks::create(&state.app, caller, request_of(args.into_start())?).await?;
     super::waiting::follow(state, caller, task.id, progress.as_ref(), RESEARCH_WAIT).await?;
     get_research(state, caller, task.id).await
 }
@@ -232,27 +232,10 @@ async fn list_spaces(state: &AppState, caller: &Principal) -> Result<Value, ApiE
 const LISTED_SPACES: u64 = 100;
 
 async fn start_research(state: &AppState, caller: &Principal, args: StartArgs) -> Result<Value, ApiError> {
-    let task = create(state, caller, args).await?;
-    let mut state_of = task_state(&task);
-    state_of["thread_id"] = json!(thread_of(state, task.id).await?);
+    let started = tasks::start(&state.app, caller, request_of(args)?).await?;
+    let mut state_of = task_state(&started.task);
+    state_of["thread_id"] = json!(started.thread_id);
     Ok(state_of)
-}
-
-/// The thread a task is a turn of, if any.
-async fn thread_of(state: &AppState, task_id: Uuid) -> Result<Option<Uuid>, ApiError> {
-    Ok(worker::app::batches::threads_of_tasks(&state.db, &[task_id]).await?.remove(&task_id))
-}
-
-/// The thread a new task goes in: `thread_id`, or a new one (`new_thread: true`).
-async fn thread_for(state: &AppState, caller: &Principal, args: &StartArgs) -> Result<Option<Uuid>, ApiError> {
-    match (args.thread_id, args.new_thread.unwrap_or(false)) {
-        (Some(_), true) => Err(ApiError::bad_input("give thread_id or new_thread, not both")),
-        (thread, false) => Ok(thread),
-        (None, true) => {
-            let request = ThreadRequest { knowledge_space_id: args.space_id, ..ThreadRequest::default() };
-            Ok(Some(worker::app::threads::create(&state.app, caller, request).await?.id))
-        }
-    }
 }
 
 /// A `research` call's task, created and committed (the tasks extension's path).
@@ -262,10 +245,11 @@ pub(super) async fn start_task(
     arguments: JsonObject,
 ) -> Result<job::Model, ApiError> {
     let args: ResearchArgs = parse(Value::Object(arguments))?;
-    create(state, caller, args.into_start()).await
+    tasks::create(&state.app, caller, request_of(args.into_start())?).await
 }
 
-async fn create(state: &AppState, caller: &Principal, args: StartArgs) -> Result<job::Model, ApiError> {
+/// The task request a tool call's arguments make (checked in the application layer).
+fn request_of(args: StartArgs) -> Result<TaskRequest, ApiError> {
     let mode = match args.mode.as_deref() {
         None => None,
         Some(text) => Some(
@@ -283,9 +267,7 @@ async fn create(state: &AppState, caller: &Principal, args: StartArgs) -> Result
             return Err(ApiError::bad_input("multitask_strategy must be one of reject, enqueue, interrupt, rollback"));
         }
     };
-    let created_thread = args.new_thread == Some(true);
-    let thread_id = thread_for(state, caller, &args).await?;
-    let request = TaskRequest {
+    Ok(TaskRequest {
         knowledge_space_id: args.space_id,
         query: args.question,
         mode,
@@ -295,19 +277,10 @@ async fn create(state: &AppState, caller: &Principal, args: StartArgs) -> Result
         filters: args.filters,
         metadata: None,
         idempotency_key: args.idempotency_key,
-        thread_id,
+        thread_id: args.thread_id,
         multitask_strategy,
-    };
-    let created = tasks::create(&state.app, caller, request).await;
-    // A thread started for a question that was refused would be left empty: it goes.
-    if created.is_err()
-        && created_thread
-        && let Some(thread) = thread_id
-        && let Err(error) = worker::app::threads::discard_unused(&state.app, caller, thread).await
-    {
-        tracing::warn!(error = %error, "a refused question's new thread could not be removed");
-    }
-    created
+        new_thread: args.new_thread.unwrap_or(false),
+    })
 }
 
 async fn cancel_research(state: &AppState, caller: &Principal, id: Uuid) -> Result<Value, ApiError> {
@@ -316,10 +289,10 @@ async fn cancel_research(state: &AppState, caller: &Principal, id: Uuid) -> Resu
 }
 
 pub(super) async fn get_research(state: &AppState, caller: &Principal, id: Uuid) -> Result<Value, ApiError> {
-    let tasks::TaskOverview { task, rounds_done, cost_usd, awaiting, trace } =
+    let tasks::TaskOverview { task, rounds_done, cost_usd, awaiting, trace, thread_id } =
         tasks::overview(&state.app, caller, id).await?;
     let mut result = task_state(&task);
-    result["thread_id"] = json!(thread_of(state, task.id).await?);
+    result["thread_id"] = json!(thread_id);
     result["rounds_done"] = json!(rounds_done);
     result["cost_usd"] = json!(cost_usd);
     if let Some(wait) = awaiting {

@@ -36,6 +36,17 @@ pub struct TaskRequest {
     pub thread_id: Option<Uuid>,
     /// What to do when the thread has an unfinished turn (`ENQUEUE` when absent).
     pub multitask_strategy: Option<super::threads::MultitaskStrategy>,
+    /// Start a new thread with this task as its first turn (not with `thread_id`).
+    pub new_thread: bool,
+}
+
+/// A created task, and the thread it is a turn of.
+#[derive(Debug, Clone)]
+pub struct Started {
+    /// The task.
+    pub task: job::Model,
+    /// Its thread, if it is a turn.
+    pub thread_id: Option<Uuid>,
 }
 
 /// The longest steering note, in characters.
@@ -48,7 +59,17 @@ pub const MAX_ANSWER_CHARS: usize = 4_000;
 /// caller belongs to (or its API key is bound to). Repeating a request with the same
 /// idempotency key returns the same task.
 pub async fn create(app: &App, caller: &Principal, request: TaskRequest) -> Result<job::Model, AppError> {
-    let (thread_id, strategy) = (request.thread_id, request.multitask_strategy.unwrap_or_default());
+    Ok(start(app, caller, request).await?.task)
+}
+
+/// [`create`], answering the thread the task is a turn of too: the one named, or the one
+/// `new_thread` started (removed again, unused, when the task is then refused).
+pub async fn start(app: &App, caller: &Principal, request: TaskRequest) -> Result<Started, AppError> {
+    let (named, strategy) = (request.thread_id, request.multitask_strategy.unwrap_or_default());
+    let new_thread = request.new_thread;
+    if new_thread && named.is_some() {
+        return Err(AppError::bad_input("threadId and newThread exclude each other"));
+    }
     let fields = validated(request, app.rules.max_execution_attempts)?;
     let source = match space_access(&app.db, caller, fields.knowledge_space_id).await? {
         None => return Err(AppError::NotFound),
@@ -64,19 +85,40 @@ pub async fn create(app: &App, caller: &Principal, request: TaskRequest) -> Resu
         access_channel: caller.channel,
         source,
     };
-    let thread = match thread_id {
-        Some(id) => {
-            // A repeated key names its turn: the strategy never acts on it.
-            let replay = fields.idempotency_key.as_deref().map(|key| lifecycle::key_task_id(&grant, key, Some(id)));
-            let turn =
-                super::threads::NextTurn { thread_id: id, space_id: fields.knowledge_space_id, strategy, replay };
-            Some(super::threads::prepare_turn(app, caller, turn).await?)
-        }
-        None => None,
+    let thread_id = if new_thread {
+        let request =
+            super::threads::ThreadRequest { knowledge_space_id: fields.knowledge_space_id, ..Default::default() };
+        Some(super::threads::create(app, caller, request).await?.id)
+    } else {
+        named
     };
-    let input = NewTask { thread, ..fields.into_new(grant, app.rules.quotas) };
-    let created = lifecycle::create(&app.db, &app.notifier, input, now_millis()).await?;
-    Ok(created.task)
+    let created = async {
+        let thread = match thread_id {
+            Some(id) => {
+                // A repeated key names its turn: the strategy never acts on it.
+                let replay = fields.idempotency_key.as_deref().map(|key| lifecycle::key_task_id(&grant, key, Some(id)));
+                let turn =
+                    super::threads::NextTurn { thread_id: id, space_id: fields.knowledge_space_id, strategy, replay };
+                Some(super::threads::prepare_turn(app, caller, turn).await?)
+            }
+            None => None,
+        };
+        let input = NewTask { thread, ..fields.into_new(grant, app.rules.quotas) };
+        Ok::<_, AppError>(lifecycle::create(&app.db, &app.notifier, input, now_millis()).await?.task)
+    }
+    .await;
+    match created {
+        Ok(task) => Ok(Started { task, thread_id }),
+        Err(error) => {
+            if new_thread && let Some(id) = thread_id {
+                // Never shown to anyone: no audit record.
+                if let Err(cleanup) = super::threads::discard_unused(app, caller, id).await {
+                    tracing::warn!(error = %cleanup, "a refused task's new thread could not be removed");
+                }
+            }
+            Err(error)
+        }
+    }
 }
 
 /// A task's input checked against every limit; the grant is the caller's to add.
@@ -225,6 +267,8 @@ pub struct TaskOverview {
     pub awaiting: Option<entity::research_task_wait::Model>,
     /// The answer trace of a completed task, if the caller may still see it.
     pub trace: Option<entity::answer_trace::Model>,
+    /// The thread the task is a turn of, if any.
+    pub thread_id: Option<Uuid>,
 }
 
 /// The sub-queries of a proposed plan, as a wait records it.
@@ -251,7 +295,8 @@ pub async fn overview(app: &App, caller: &Principal, id: Uuid) -> Result<TaskOve
     {
         trace = Some(found);
     }
-    Ok(TaskOverview { task, rounds_done, cost_usd, awaiting, trace })
+    let thread_id = crate::store::threads::turn_of(db, task.id).await?.map(|turn| turn.research_thread_id);
+    Ok(TaskOverview { task, rounds_done, cost_usd, awaiting, trace, thread_id })
 }
 
 /// The task `id`, if `caller` may see it (another subject's, or one whose grant died,

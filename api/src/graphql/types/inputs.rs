@@ -145,6 +145,7 @@ impl CreateResearchTaskInput {
             idempotency_key: self.idempotency_key,
             thread_id: self.thread_id,
             multitask_strategy: self.multitask_strategy.map(Into::into),
+            new_thread: false,
         }
     }
 }
