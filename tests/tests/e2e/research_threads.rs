@@ -138,6 +138,20 @@ async fn a_thread_refuses_another_space_a_foreign_id_and_bad_input(db: TestDb) -
     let long = "t".repeat(513);
     ensure_eq!(create(json!({ "knowledgeSpaceId": space, "title": long })).await?, "BAD_USER_INPUT");
     ensure_eq!(create(json!({ "knowledgeSpaceId": space, "metadata": [1] })).await?, "BAD_USER_INPUT");
+    let huge = json!({ "blob": "x".repeat(17 * 1024) });
+    ensure_eq!(
+        create(json!({ "knowledgeSpaceId": space, "metadata": huge })).await?,
+        "BAD_USER_INPUT",
+        "16 KB at most"
+    );
+    let mut deep = json!(1);
+    for _ in 0..40 {
+        deep = json!({ "a": deep });
+    }
+    ensure_eq!(create(json!({ "knowledgeSpaceId": space, "metadata": deep })).await?, "BAD_USER_INPUT", "depth");
+    let update = "mutation($id: UUID!, $m: JSON) { updateResearchThread(id: $id, input: {metadata: $m}) { id } }";
+    let body = api.call(Some(&alice), update, json!({ "id": id, "m": [1] })).await?;
+    ensure_eq!(body["errors"][0]["extensions"]["code"], json!("BAD_USER_INPUT"), "{body}");
     ensure_eq!(create(json!({ "knowledgeSpaceId": bob_space })).await?, "NOT_FOUND", "a space alice cannot read");
     let title = "t".repeat(512);
     let fits = thread(api, &alice, &space, Some(&title)).await?;
@@ -188,6 +202,26 @@ async fn deleting_a_thread_deletes_its_turns_and_is_audited(db: TestDb) -> anyho
     let kept = api.data(Some(&alice), TASK, json!({ "id": outside["id"] })).await?;
     ensure_eq!(kept["researchTask"]["id"], outside["id"], "a task outside the thread stays");
     ensure_eq!(api.code(Some(&alice), DELETE, json!({ "id": id })).await?, "NOT_FOUND", "deleted once");
+    // Turns created while the thread is deleted go with it: none is left outside a thread.
+    let racing = string_at(&thread(&api, &alice, &space, None).await?, "/id")?;
+    turn(&api, &alice, &space, &racing, "First?").await?;
+    let creates = (0..6).map(|n| {
+        let input = json!({ "knowledgeSpaceId": space, "query": format!("Turn {n}?"), "threadId": racing });
+        api.call(Some(&alice), CREATE_TASK, json!({ "input": input }))
+    });
+    let (created, deleted) =
+        tokio::join!(futures_util::future::join_all(creates), api.call(Some(&alice), DELETE, json!({ "id": racing })));
+    ensure_eq!(deleted?["data"]["deleteResearchThread"], json!(true));
+    for answer in created {
+        let answer = answer?;
+        match answer["data"]["createResearchTask"]["id"].as_str() {
+            Some(task) => {
+                let read = api.data(Some(&alice), TASK, json!({ "id": task })).await?;
+                ensure_eq!(read["researchTask"], Value::Null, "a turn created during deletion survived it");
+            }
+            None => ensure_eq!(answer["errors"][0]["extensions"]["code"], json!("NOT_FOUND"), "{answer}"),
+        }
+    }
     let audit = "query($space: UUID!) { auditEvents(knowledgeSpaceId: $space, first: 20) { edges { node { action \
         targetId } } } }";
     let events = api.data(Some(&alice), audit, json!({ "space": space })).await?;

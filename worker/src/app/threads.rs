@@ -253,37 +253,50 @@ pub async fn update(
     Ok(row)
 }
 
+/// How many times deletion goes back for turns added while it ran.
+const DELETE_ROUNDS: usize = 8;
+
 /// Deletes the caller's thread and its turns, each as a task's deletion removes it (and
-/// recorded so), then the thread itself (`research_thread.deleted`).
+/// recorded so), then the thread itself (`research_thread.deleted`). The thread goes only
+/// in a transaction that holds its row lock and sees no turn left, so a turn created
+/// meanwhile (which takes that lock too) is deleted with it, never left outside.
 pub async fn delete(app: &App, actor: Actor<'_>, id: Uuid) -> Result<(), AppError> {
     let found = find(app, actor.principal, id).await?.ok_or(AppError::NotFound)?;
-    let turns = threads::turn_ids(&app.db, id).await?;
-    for task in &turns {
+    let mut deleted = 0;
+    for _ in 0..DELETE_ROUNDS {
+        for task in threads::turn_ids(&app.db, id).await? {
+            let entry = audit::Entry {
+                tenant_id: &found.tenant_id,
+                knowledge_space_id: Some(found.knowledge_space_id),
+                action: action::TASK_DELETED,
+                target_type: "research_task",
+                target_id: Some(task.to_string()),
+                details: json!({ "thread_id": id }),
+            };
+            let record = audit::row(actor, entry, entity::now_millis());
+            // A turn already gone (deleted meanwhile) is no failure.
+            if crate::lifecycle::delete_task(&app.db, &app.notifier, task, record).await? {
+                deleted += 1;
+            }
+        }
+        let txn = begin(&app.db).await?;
+        threads::lock(&txn, id).await?.ok_or(AppError::NotFound)?;
+        if threads::turn_count(&txn, id).await? > 0 {
+            // A turn was added meanwhile: delete it too.
+            continue;
+        }
+        threads::delete(&txn, id).await?;
         let entry = audit::Entry {
             tenant_id: &found.tenant_id,
             knowledge_space_id: Some(found.knowledge_space_id),
-            action: action::TASK_DELETED,
-            target_type: "research_task",
-            target_id: Some(task.to_string()),
-            details: json!({ "thread_id": id }),
+            action: action::THREAD_DELETED,
+            target_type: "research_thread",
+            target_id: Some(id.to_string()),
+            details: json!({ "turns": deleted }),
         };
-        let record = audit::row(actor, entry, entity::now_millis());
-        // A turn already gone (deleted meanwhile) is no failure.
-        crate::lifecycle::delete_task(&app.db, &app.notifier, *task, record).await?;
+        audit::record(&txn, actor, entry, entity::now_millis()).await?;
+        txn.commit().await.map_err(AppError::from)?;
+        return Ok(());
     }
-    let txn = begin(&app.db).await?;
-    if !threads::delete(&txn, id).await? {
-        return Err(AppError::NotFound);
-    }
-    let entry = audit::Entry {
-        tenant_id: &found.tenant_id,
-        knowledge_space_id: Some(found.knowledge_space_id),
-        action: action::THREAD_DELETED,
-        target_type: "research_thread",
-        target_id: Some(id.to_string()),
-        details: json!({ "turns": turns.len() }),
-    };
-    audit::record(&txn, actor, entry, entity::now_millis()).await?;
-    txn.commit().await.map_err(AppError::from)?;
-    Ok(())
+    Err(AppError::conflict("turns keep being added to the thread; try deleting it again"))
 }
