@@ -166,13 +166,23 @@ pub fn rewrite_messages(question: &str, conversation: &[String]) -> Vec<Message>
     vec![Message { role: "system", content: system.to_owned() }, Message { role: "user", content: user }]
 }
 
-/// The standalone query a rewrite reply holds: its first line that says something, without
-/// a label or quotes around it; none when it is empty or longer than a question may be.
+/// The standalone query a rewrite reply holds: its first line that says something and is
+/// not a preamble (`Sure! Here is the query:`), without a label (`Standalone query:`),
+/// list mark or quotes around it; none when there is no such line or it is longer than a
+/// question may be (4,000 characters, as `createResearchTask` allows).
 pub fn parse_rewrite(reply: &str) -> Option<String> {
-    let line = reply.lines().map(str::trim).find(|line| !line.is_empty())?;
-    let line = line.strip_prefix("Query:").or_else(|| line.strip_prefix("query:")).unwrap_or(line).trim();
-    let line = line.trim_matches(|ch| matches!(ch, '"' | '\'' | '`' | '“' | '”')).trim();
-    // As long as a question may be (`createResearchTask`'s 4,000 characters).
+    const LABELS: [&str; 4] = ["standalone query:", "rewritten query:", "search query:", "query:"];
+    let line = reply
+        .lines()
+        .map(|line| line.trim().trim_start_matches(['-', '*', '>', '#']).trim())
+        .find(|line| !line.is_empty() && !line.ends_with(':'))?;
+    let lower = line.to_lowercase();
+    let line = LABELS
+        .iter()
+        .find(|label| lower.starts_with(*label))
+        .map_or(line, |label| line.get(label.len()..).unwrap_or_default())
+        .trim();
+    let line = line.trim_matches(|ch: char| ch.is_whitespace() || matches!(ch, '"' | '\'' | '`' | '“' | '”' | '*'));
     let fits = !line.is_empty() && line.chars().count() <= 4_000;
     fits.then(|| line.to_owned())
 }
@@ -248,6 +258,17 @@ fn first_json(text: &str) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rewrite_is_its_query_without_preamble_label_or_quotes() {
+        assert_eq!(parse_rewrite("Where do bees store honey?").as_deref(), Some("Where do bees store honey?"));
+        let chatty = "Sure! Here is the standalone query:\n\n**Standalone query:** \"Where do bees store honey?\"";
+        assert_eq!(parse_rewrite(chatty).as_deref(), Some("Where do bees store honey?"));
+        assert_eq!(parse_rewrite("- Query: bees honey storage").as_deref(), Some("bees honey storage"));
+        assert_eq!(parse_rewrite("  \n\n"), None);
+        assert_eq!(parse_rewrite("Here it is:"), None);
+        assert_eq!(parse_rewrite(&"q".repeat(4_001)), None);
+    }
 
     #[test]
     fn a_clarifying_question_is_asked_only_when_the_reply_clearly_asks_one() {
