@@ -6,11 +6,13 @@
 use entity::{ProgressEventType, research_task_job as job, research_task_progress_event as progress};
 use sea_orm::{DatabaseConnection, DbErr};
 
-use crate::research::thread::{ThreadView, bounded};
+use crate::research::thread::{Context, ThreadView};
+use crate::store::pages::PageKey;
 use crate::store::{answer_traces, journal, threads};
 
-/// The most earlier turns read (a thread holds at most `KFS_THREAD_MAX_TURNS`).
-const MAX_TURNS_READ: u64 = 1_000;
+/// Earlier turns read per statement: a follow-up reads only as many pages as its context
+/// holds.
+const TURNS_PER_READ: u64 = 32;
 
 /// The thread view of `task`, `None` when it is no turn.
 pub(super) async fn load(
@@ -22,18 +24,32 @@ pub(super) async fn load(
     let Some(turn) = threads::turn_of(db, task.id).await? else {
         return Ok(None);
     };
-    let earlier = threads::earlier_turns(db, &turn, now, MAX_TURNS_READ).await?;
-    let owners: Vec<_> = earlier.iter().map(|row| (row.id, row.tenant_id.clone(), row.subject_id.clone())).collect();
-    let traces = answer_traces::find_for_tasks(db, &owners).await?;
-    let turns = earlier
-        .into_iter()
-        .map(|row| {
+    let mut context = Context::new(context_chars);
+    let mut before = None;
+    'pages: loop {
+        let page = threads::earlier_turns(db, &turn, before, now, TURNS_PER_READ).await?;
+        // Answers are read only while one may still fit.
+        let traces = if context.wants_answers() {
+            let owners: Vec<_> =
+                page.iter().map(|row| (row.id, row.tenant_id.clone(), row.subject_id.clone())).collect();
+            answer_traces::find_for_tasks(db, &owners).await?
+        } else {
+            Vec::new()
+        };
+        let full = page.len() as u64 == TURNS_PER_READ;
+        before = page.last().map(|row| PageKey { at: row.created_at, id: row.id });
+        for row in page {
             let answer =
                 traces.iter().find(|trace| trace.research_task_id == Some(row.id)).map(|trace| trace.answer.clone());
-            (row.query, answer)
-        })
-        .collect();
-    let mut view = ThreadView::new(bounded(turns, context_chars), standalone_of(db, task).await?);
+            if !context.push(row.query, answer) {
+                break 'pages;
+            }
+        }
+        if !full {
+            break;
+        }
+    }
+    let mut view = ThreadView::new(context.into_turns(), standalone_of(db, task).await?);
     // Held up behind earlier turns (ENQUEUE): that wait is not the task's own time.
     view.waited_ms = threads::earlier_ended_at(db, &turn).await?.map_or(0, |ended| (ended - task.created_at).max(0));
     Ok(Some(view))

@@ -1,7 +1,7 @@
 //! A follow-up's conversation: the earlier turns of its thread an engine may see, and the
 //! standalone query the follow-up is researched as.
 //!
-//! The turns are bounded by `KFS_THREAD_CONTEXT_CHARS` ([`bounded`]): newest first, each
+//! The turns are bounded by `KFS_THREAD_CONTEXT_CHARS` ([`Context`]): newest first, each
 //! with its question and answer while both fit, then older turns by their question alone
 //! while that fits; what does not fit is left out. A follow-up is rewritten into a
 //! standalone query once, at planning: the `openai` engine asks its model (one budgeted
@@ -58,29 +58,50 @@ impl ThreadView {
     }
 }
 
-/// The turns (newest first: question, answer if any) that fit in `chars` characters:
-/// question and answer while both fit, then questions alone.
-pub fn bounded(turns: Vec<(String, Option<String>)>, chars: usize) -> Vec<PriorTurn> {
-    let mut left = chars;
-    let mut kept = Vec::new();
-    let mut answers_fit = true;
-    for (question, answer) in turns {
+/// The earlier turns a follow-up sees, gathered newest first within a number of
+/// characters: question and answer while both fit, then questions alone.
+#[derive(Debug)]
+pub struct Context {
+    left: usize,
+    answers_fit: bool,
+    kept: Vec<PriorTurn>,
+}
+
+impl Context {
+    /// Room for `chars` characters.
+    pub fn new(chars: usize) -> Self {
+        Self { left: chars, answers_fit: true, kept: Vec::new() }
+    }
+
+    /// Whether an answer may still be kept (past that, only questions are).
+    pub fn wants_answers(&self) -> bool {
+        self.answers_fit
+    }
+
+    /// Adds the next older turn; false once its question no longer fits (nothing older
+    /// will be kept either).
+    pub fn push(&mut self, question: String, answer: Option<String>) -> bool {
         let question_len = question.chars().count();
-        if question_len > left {
-            break;
+        if question_len > self.left {
+            return false;
         }
         let answer_len = answer.as_deref().map_or(0, |answer| answer.chars().count());
         let answer = match answer {
-            Some(answer) if answers_fit && question_len + answer_len <= left => Some(answer),
+            Some(answer) if self.answers_fit && question_len + answer_len <= self.left => Some(answer),
             _ => {
-                answers_fit = false;
+                self.answers_fit = false;
                 None
             }
         };
-        left -= question_len + answer.as_deref().map_or(0, |_| answer_len);
-        kept.push(PriorTurn { question, answer });
+        self.left -= question_len + answer.as_deref().map_or(0, |_| answer_len);
+        self.kept.push(PriorTurn { question, answer });
+        true
     }
-    kept
+
+    /// The turns kept, newest first.
+    pub fn into_turns(self) -> Vec<PriorTurn> {
+        self.kept
+    }
 }
 
 /// The built-in engine's standalone query: the follow-up, then the search terms of the
@@ -98,6 +119,17 @@ pub fn builtin_standalone(question: &str, previous: Option<&PriorTurn>) -> Strin
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The turns (newest first: question, answer if any) that fit in `chars` characters.
+    fn bounded(turns: Vec<(String, Option<String>)>, chars: usize) -> Vec<PriorTurn> {
+        let mut context = Context::new(chars);
+        for (question, answer) in turns {
+            if !context.push(question, answer) {
+                break;
+            }
+        }
+        context.into_turns()
+    }
 
     #[test]
     fn newest_turns_keep_their_answers_while_they_fit_and_older_ones_their_questions() {

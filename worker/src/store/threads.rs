@@ -12,6 +12,16 @@ use uuid::Uuid;
 use super::backend::{Backend, on_backend};
 use super::pages::{PageKey, before};
 
+/// `SELECT research_task_job_id FROM research_thread_turns WHERE research_thread_id = …`:
+/// the tasks of a thread's turns, for `IN (…)`.
+fn turn_task_ids(thread_id: Uuid) -> sea_orm::sea_query::SelectStatement {
+    Query::select()
+        .column(turn::Column::ResearchTaskJobId)
+        .from(turn::Entity)
+        .and_where(turn::Column::ResearchThreadId.eq(thread_id))
+        .to_owned()
+}
+
 /// Writes a new thread.
 pub async fn insert<C: ConnectionTrait>(conn: &C, row: thread::Model) -> Result<(), DbErr> {
     thread::Entity::insert(row.into_active_model().reset_all()).exec_without_returning(conn).await?;
@@ -115,13 +125,8 @@ pub async fn turns_page<C: ConnectionTrait>(
     now: i64,
 ) -> Result<Vec<job::Model>, DbErr> {
     let grant_holds = on_backend!(conn, |B| B::STATEMENTS.grant_holds_of_jobs);
-    let turns = Query::select()
-        .column(turn::Column::ResearchTaskJobId)
-        .from(turn::Entity)
-        .and_where(turn::Column::ResearchThreadId.eq(thread_id))
-        .to_owned();
     let mut query = job::Entity::find()
-        .filter(job::Column::Id.in_subquery(turns))
+        .filter(job::Column::Id.in_subquery(turn_task_ids(thread_id)))
         .filter(Expr::cust_with_values(grant_holds, [now]));
     if let Some(key) = after {
         let later = Condition::any()
@@ -137,29 +142,20 @@ pub async fn turn_of<C: ConnectionTrait>(conn: &C, task_id: Uuid) -> Result<Opti
     turn::Entity::find_by_id(task_id).one(conn).await
 }
 
-/// The turns of `turn`'s thread before it whose grant holds at `now`, newest first, at
-/// most `limit`.
+/// The turns of `turn`'s thread before it (and before `before`, a turn's `created_at` and
+/// id, when given) whose grant holds at `now`, newest first, at most `limit`.
 pub async fn earlier_turns<C: ConnectionTrait>(
     conn: &C,
     turn: &turn::Model,
+    before: Option<PageKey>,
     now: i64,
     limit: u64,
 ) -> Result<Vec<job::Model>, DbErr> {
     let grant_holds = on_backend!(conn, |B| B::STATEMENTS.grant_holds_of_jobs);
-    let earlier = Query::select()
-        .column(turn::Column::ResearchTaskJobId)
-        .from(turn::Entity)
-        .and_where(turn::Column::ResearchThreadId.eq(turn.research_thread_id))
-        .cond_where(
-            Condition::any().add(turn::Column::CreatedAt.lt(turn.created_at)).add(
-                Condition::all()
-                    .add(turn::Column::CreatedAt.eq(turn.created_at))
-                    .add(turn::Column::ResearchTaskJobId.lt(turn.research_task_job_id)),
-            ),
-        )
-        .to_owned();
+    let key = before.unwrap_or(PageKey { at: turn.created_at, id: turn.research_task_job_id });
     job::Entity::find()
-        .filter(job::Column::Id.in_subquery(earlier))
+        .filter(job::Column::Id.in_subquery(turn_task_ids(turn.research_thread_id)))
+        .filter(super::pages::before(job::Column::CreatedAt, job::Column::Id, key))
         .filter(Expr::cust_with_values(grant_holds, [now]))
         .order_by_desc(job::Column::CreatedAt)
         .order_by_desc(job::Column::Id)
@@ -170,13 +166,8 @@ pub async fn earlier_turns<C: ConnectionTrait>(
 
 /// The thread's unfinished turns (queued, running or paused), oldest first.
 pub async fn unfinished_turns<C: ConnectionTrait>(conn: &C, thread_id: Uuid) -> Result<Vec<job::Model>, DbErr> {
-    let turns = Query::select()
-        .column(turn::Column::ResearchTaskJobId)
-        .from(turn::Entity)
-        .and_where(turn::Column::ResearchThreadId.eq(thread_id))
-        .to_owned();
     job::Entity::find()
-        .filter(job::Column::Id.in_subquery(turns))
+        .filter(job::Column::Id.in_subquery(turn_task_ids(thread_id)))
         .filter(Expr::cust(format!("\"stage\" IN ({})", migration::UNFINISHED)))
         .order_by_asc(job::Column::CreatedAt)
         .order_by_asc(job::Column::Id)
@@ -214,16 +205,11 @@ pub fn held_up_turn() -> String {
 /// When the last of the turns before `turn` ended (`completed_at` of a finished turn), if
 /// one ended after `turn` was added: how long an enqueued turn was held up.
 pub async fn earlier_ended_at<C: ConnectionTrait>(conn: &C, turn: &turn::Model) -> Result<Option<i64>, DbErr> {
-    let earlier = Query::select()
-        .column(turn::Column::ResearchTaskJobId)
-        .from(turn::Entity)
-        .and_where(turn::Column::ResearchThreadId.eq(turn.research_thread_id))
-        .and_where(turn::Column::CreatedAt.lt(turn.created_at))
-        .to_owned();
     job::Entity::find()
         .select_only()
         .column(job::Column::CompletedAt)
-        .filter(job::Column::Id.in_subquery(earlier))
+        .filter(job::Column::Id.in_subquery(turn_task_ids(turn.research_thread_id)))
+        .filter(job::Column::CreatedAt.lt(turn.created_at))
         .filter(job::Column::CompletedAt.gt(turn.created_at))
         .order_by_desc(job::Column::CompletedAt)
         .into_tuple::<Option<i64>>()
