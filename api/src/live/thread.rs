@@ -4,6 +4,7 @@
 //! more. A turn the caller may no longer read is passed over; one deleted while followed
 //! is left. The stream stays open while the thread exists: its deletion completes it,
 //! losing the space ends it with FORBIDDEN, the credential's expiry with UNAUTHENTICATED.
+//! An idle follower reads the next turn every 500 ms and the thread's standing every 2 s.
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,8 +20,10 @@ use super::follow::{expiry, follow};
 use super::hub::LiveHub;
 use crate::error::ApiError;
 
-/// How often a thread with no turn left to follow is looked at again.
+/// How often a thread with no turn left to follow is looked at again for a new turn.
 const NEXT_TURN_POLL: Duration = Duration::from_millis(500);
+/// How often its standing (deleted, its space no longer readable) is read again meanwhile.
+const STANDING_POLL: Duration = Duration::from_secs(2);
 
 /// Where a thread's stream stands: the turn (its creation time and id) and the last
 /// sequence of it delivered. The cursor a client resumes from.
@@ -47,6 +50,8 @@ struct ThreadFollow {
     resume: Option<ThreadPosition>,
     /// The last turn started: the next one comes after it.
     after: Option<PageKey>,
+    /// When the thread's standing was last read.
+    checked: Option<std::time::Instant>,
     done: bool,
 }
 
@@ -67,6 +72,7 @@ pub fn follow_thread(
         turn: None,
         resume: after,
         after: after.map(|at| PageKey { at: at.turn_at, id: at.task_id }),
+        checked: None,
         done: false,
     };
     futures_util::stream::unfold(state, |mut state| async move {
@@ -118,10 +124,12 @@ impl ThreadFollow {
     /// Starts following the next turn: `Ok(false)` when there is none yet, `Err(None)`
     /// when the thread is gone, `Err(Some(_))` when it may no longer be read.
     async fn start_next_turn(&mut self) -> Result<bool, Option<ApiError>> {
-        match threads::standing(&self.app, &self.caller, self.thread_id).await.map_err(Some)? {
-            Standing::Gone => return Err(None),
-            Standing::Unreadable => return Err(Some(ApiError::Forbidden)),
-            Standing::Readable(_) => {}
+        if self.checked.is_none_or(|at| at.elapsed() >= STANDING_POLL) {
+            match threads::standing(&self.app, &self.caller, self.thread_id).await.map_err(Some)? {
+                Standing::Gone => return Err(None),
+                Standing::Unreadable => return Err(Some(ApiError::Forbidden)),
+                Standing::Readable(_) => self.checked = Some(std::time::Instant::now()),
+            }
         }
         // The cursor's own turn first: the rest of it after the cursor's sequence.
         if let Some(cursor) = self.resume.take() {
