@@ -797,14 +797,9 @@ impl<'a> Reranking<'a> {
             return;
         }
         let price = self.reranker.usd_nanos_per_search();
-        let skipped = |reason: &str| json!({ "sub_query": sub_query, "outcome": "skipped", "reason": reason });
-        if self.budget_left.is_some_and(|left| self.spent.saturating_add(price) > left) {
-            self.searches.push(skipped("budget"));
-            return;
-        }
-        let timeout = i64::try_from(self.reranker.timeout().as_millis()).unwrap_or(i64::MAX);
-        if self.deadline.is_some_and(|deadline| entity::now_millis().saturating_add(timeout) > deadline) {
-            self.searches.push(skipped("deadline"));
+        let left = self.budget_left.map(|left| left.saturating_sub(self.spent));
+        if let Some(reason) = self.reranker.refusal(left, self.deadline, entity::now_millis()) {
+            self.searches.push(json!({ "sub_query": sub_query, "outcome": "skipped", "reason": reason }));
             return;
         }
         let documents: Vec<String> = passages.iter().map(Passage::readable_text).collect();

@@ -48,14 +48,10 @@ pub async fn lead_sentence(reranker: Option<&Reranker>, question: &str, texts: &
         // Nothing to choose between: BM25's choice stands.
         return Lead::none(Value::Null);
     }
+    if let Some(reason) = reranker.refusal(spend.budget_left, spend.deadline, entity::now_millis()) {
+        return Lead::none(json!({ "outcome": "skipped", "reason": reason }));
+    }
     let price = reranker.usd_nanos_per_search();
-    if spend.budget_left.is_some_and(|left| price > left) {
-        return Lead::none(json!({ "outcome": "skipped", "reason": "budget" }));
-    }
-    let timeout = i64::try_from(reranker.timeout().as_millis()).unwrap_or(i64::MAX);
-    if spend.deadline.is_some_and(|deadline| entity::now_millis().saturating_add(timeout) > deadline) {
-        return Lead::none(json!({ "outcome": "skipped", "reason": "deadline" }));
-    }
     let documents: Vec<String> = candidates.iter().map(|(_, sentence)| sentence.clone()).collect();
     match reranker.rerank(question, &documents).await {
         Ok(order) => {

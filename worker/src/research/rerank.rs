@@ -99,6 +99,17 @@ impl Reranker {
         &self.endpoint.model
     }
 
+    /// Why one more request may not be made now, if it may not: `budget` when its price
+    /// would pass `budget_left` (nanodollars), `deadline` when it could not finish before
+    /// `deadline` (epoch ms) at `now`.
+    pub fn refusal(&self, budget_left: Option<i64>, deadline: Option<i64>, now: i64) -> Option<&'static str> {
+        if budget_left.is_some_and(|left| self.usd_nanos_per_search > left) {
+            return Some("budget");
+        }
+        let timeout = i64::try_from(self.timeout.as_millis()).unwrap_or(i64::MAX);
+        deadline.is_some_and(|deadline| now.saturating_add(timeout) > deadline).then_some("deadline")
+    }
+
     /// The documents' order for `query`, best first, with transient failures retried.
     pub async fn rerank(&self, query: &str, documents: &[String]) -> Result<Vec<Ranked>, RerankError> {
         let mut delays = crate::remote::backoff(BACKOFF_MIN, BACKOFF_MAX, self.max_retries);
