@@ -92,13 +92,13 @@ async fn the_model_rewrites_a_follow_up_from_the_earlier_turns(db: TestDb) -> an
     let first = create(&api, &token, &space, "How do bees make honey?", extra.clone()).await?;
     ensure_eq!(wait_terminal(&db, &first).await?.stage, entity::Stage::Completed);
     let before = server.seen().len();
-    server.then([Reply::answer("Where do bees store honey?"), Reply::answer("Bees store honey in wax combs [1].")]);
+    server.then([Reply::answer("Where do bees keep honey?"), Reply::answer("Bees store honey in wax combs [1].")]);
     let second = create(&api, &token, &space, "Where do they keep it?", extra).await?;
     let row = wait_terminal(&db, &second).await?;
     ensure_eq!(row.stage, entity::Stage::Completed, "{:?}", row.error);
     let payload = planned(&db, &second).await?;
-    ensure_eq!(payload["standalone_query"], json!("Where do bees store honey?"), "{payload}");
-    ensure_eq!(payload["plan"]["sub_queries"], json!(["Where do bees store honey?"]));
+    ensure_eq!(payload["standalone_query"], json!("Where do bees keep honey?"), "{payload}");
+    ensure_eq!(payload["plan"]["sub_queries"], json!(["Where do bees keep honey?"]));
     ensure_eq!(payload["engine"]["rewrite"]["rewriter"], json!("model"), "{payload}");
     let seen = server.seen();
     let rewrite = &seen.get(before).context("the rewrite request")?.body;
@@ -109,7 +109,7 @@ async fn the_model_rewrites_a_follow_up_from_the_earlier_turns(db: TestDb) -> an
     );
     let answer_request = seen.get(before + 1).context("the answer request")?.body["messages"].to_string();
     ensure!(
-        answer_request.contains("Where do bees store honey?"),
+        answer_request.contains("Where do bees keep honey?"),
         "answered from the standalone query: {answer_request}"
     );
     ensure!(answer_request.contains("Earlier in this conversation"), "with the conversation: {answer_request}");
@@ -120,6 +120,17 @@ async fn the_model_rewrites_a_follow_up_from_the_earlier_turns(db: TestDb) -> an
         "the rewrite is paid for: {}",
         row.cost
     );
+
+    // A weak model that answers instead of rewriting (the 135M model repeats the earlier
+    // answer) drops the follow-up's words: the built-in rewrite is used, and says why.
+    server.then([Reply::answer("Bees store honey in wax combs."), Reply::answer("Honey is sticky [1].")]);
+    let third = create(&api, &token, &space, "Is it sticky?", json!({ "mode": "FAST", "threadId": thread })).await?;
+    ensure_eq!(wait_terminal(&db, &third).await?.stage, entity::Stage::Completed);
+    let payload = planned(&db, &third).await?;
+    ensure_eq!(payload["engine"]["rewrite"]["rewriter"], json!("builtin"), "{payload}");
+    ensure_eq!(payload["engine"]["rewrite"]["reason"], json!("the reply dropped the follow-up's words"));
+    let standalone = payload["standalone_query"].as_str().unwrap_or_default();
+    ensure!(standalone.starts_with("Is it sticky?") && standalone.contains("keep"), "{standalone}");
     api.stop().await;
     Ok(())
 }
