@@ -69,6 +69,11 @@ mod worker_retention;
 mod worker_support;
 
 fn main() -> ExitCode {
+    // The servers' warnings and errors (an internal error's cause among them) on stderr,
+    // for a failure that does not reproduce: `KFS_TEST_LOG=warn` (any filter directive).
+    if let Ok(filter) = std::env::var("KFS_TEST_LOG") {
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    }
     let db_tests = [
         api_authz::tests(),
         api_batching::tests(),
